@@ -1,0 +1,1 @@
+"""The `lw` command line."""

@@ -1,0 +1,1 @@
+"""jobproc: the per-job worker process and the opcode library (SPEC §7)."""

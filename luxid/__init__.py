@@ -1,0 +1,1 @@
+"""luxid: the job-queue daemon — store, scheduler, filters, process supervision (SPEC §6)."""

@@ -1,0 +1,1 @@
+"""wconfd: the configuration and lock daemon (SPEC §4, §5)."""
