@@ -1,0 +1,115 @@
+"""Job dependencies and reason-trail rate-limit buckets (pure).
+
+Dependency semantics are Ganeti's job-process check (_JobDependencyManager, ganeti-luxid.md
+§1 and vector 35), applied by luxid before it starts a job instead of by the job process:
+
+- the dependency is not finalized → wait ("waiting for job <id>");
+- it ended `canceled` and `canceled` is not among the wanted statuses → the job is canceled;
+- no wanted statuses (any final status) or its status is wanted → go on;
+- it ended in another status → the job fails (Ganeti: WRONGSTATUS, the opcode errors);
+- the id is unknown (never existed) → the job fails (Ganeti: JobLost → ERROR). Archived
+  jobs are not unknown: their stored status counts, as Ganeti reads the archive too.
+- depending on itself fails (Ganeti); depending on a later job id fails too (beyond Ganeti:
+  it is the only way to build a dependency cycle, which would otherwise wait forever).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Literal
+
+import msgspec
+
+from luxid.jobs.model import CANCELED, FINALIZED, Job
+
+DepAction = Literal["continue", "wait", "cancel", "fail"]
+StatusOf = Callable[[int], str | None]
+
+
+class DepCheck(msgspec.Struct, frozen=True):
+    """What the dependencies say about starting a job; `job_id` is the deciding dependency."""
+
+    action: DepAction
+    job_id: int | None = None
+    message: str = ""
+
+
+DEPS_OK: Final = DepCheck("continue")
+
+
+def check_dependencies(job: Job, status_of: StatusOf) -> DepCheck:
+    """Check `job`'s dependencies in order; the first one that does not say go on decides.
+
+    `status_of(id)` returns a job's status (archived jobs included) or None if unknown.
+    """
+    for dep in job.depends:
+        dep_id = dep.job_id
+        if dep_id == job.id:
+            return DepCheck("fail", dep_id, "Job can't depend on itself")
+        if dep_id > job.id:
+            return DepCheck("fail", dep_id, f"Job {job.id} can't depend on later job {dep_id}")
+        status = status_of(dep_id) if dep_id > 0 else None
+        if status is None:
+            return DepCheck("fail", dep_id, f"Dependency error: job {dep_id} not found")
+        if status not in FINALIZED:
+            return DepCheck("wait", dep_id, f"waiting for job {dep_id}")
+        wanted = dep.statuses
+        if status == CANCELED and CANCELED not in wanted:
+            return DepCheck("cancel", dep_id, f"Dependency job {dep_id} was cancelled")
+        if wanted and status not in wanted:
+            return DepCheck(
+                "fail",
+                dep_id,
+                f"Dependency job {dep_id} finished with status '{status}',"
+                f" not one of '{', '.join(wanted)}' as required",
+            )
+    return DEPS_OK
+
+
+# --------------------------------------------------------------- reason rate limits
+
+RATE_LIMIT_PREFIX: Final = "rate-limit"
+
+
+def parse_rate_limit_reason(text: str) -> tuple[str, int] | None:
+    """`"rate-limit:<n>:<label>"` → `("<n>:<label>", n)`; None if not a bucket reason.
+
+    As Ganeti's parseReasonRateLimit: split on ':', n a positive integer (ASCII digits
+    only, so no leading space), the key is everything after "rate-limit:"
+    (`rate-limit:3` alone gives key "3").
+    """
+    parts = text.split(":")
+    if len(parts) < 2 or parts[0] != RATE_LIMIT_PREFIX:
+        return None
+    n_str = parts[1]
+    if not (n_str.isascii() and n_str.isdigit()):
+        return None
+    n = int(n_str)
+    if n <= 0:
+        return None
+    return ":".join(parts[1:]), n
+
+
+def bucket_capacity(key: str) -> int | None:
+    """n of a bucket key `"<n>:<label>"` (or `"<n>"`); None if the key is malformed."""
+    n_str = key.split(":", 1)[0]
+    if not (n_str.isascii() and n_str.isdigit()):
+        return None
+    n = int(n_str)
+    return n if n > 0 else None
+
+
+def reason_buckets(job: Job) -> frozenset[str]:
+    """The rate-limit buckets of a job: from any reason text of any of its opcodes."""
+    keys: set[str] = set()
+    for op in job.ops:
+        for entry in op.input.get("reason") or ():
+            if (
+                len(entry) >= 2
+                and isinstance(entry[1], str)
+                and entry[1].startswith(RATE_LIMIT_PREFIX)
+            ):
+                parsed = parse_rate_limit_reason(entry[1])
+                if parsed is not None:
+                    keys.add(parsed[0])
+    return frozenset(keys)
