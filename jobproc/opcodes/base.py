@@ -1,0 +1,120 @@
+"""The opcode base class and the parameter base Struct every opcode shares (SPEC §6.1, §7).
+
+Common parameters — `priority`, `depends`, `reason`, `comment` — are fields of the
+shared base Struct `OpParams`, so every opcode accepts and validates them the same way
+and the job process reads them from the decoded params (nothing is stripped).  Any other
+unknown field is refused (`forbid_unknown_fields`).
+
+Cheap to import (msgspec and the standard library only): luxid imports it through the
+registry for submit-time validation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from jobproc.opcodes.locks import LockPlan
+
+if TYPE_CHECKING:
+    from jobproc.opcodes.context import ConfigReader, OpContext
+
+OP_PRIO_HIGHEST = -20
+OP_PRIO_LOWEST = 19
+OP_PRIO_DEFAULT = 0
+
+COMMON_PARAMS: tuple[str, ...] = ("priority", "depends", "reason", "comment")
+
+Priority = Annotated[int, Meta(ge=OP_PRIO_HIGHEST, le=OP_PRIO_LOWEST)]
+FinalizedStatus = Literal["success", "error", "canceled"]
+# [job_id, [status…]]: negative ids are relative to the job's own id (resolved by luxid).
+JobDependency = tuple[int, list[FinalizedStatus]]
+# [source, text, timestamp_ns]
+ReasonEntry = tuple[Annotated[str, Meta(min_length=1)], str, int]
+
+# A name that is also a lock member (SPEC §4.1): non-empty, no '/', not "[lockset]".
+NAME_PATTERN = r"^(?!\[lockset\]$)[^/]+$"
+Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN)]
+# Ganeti's tag syntax.
+TAG_PATTERN = r"^[\w.+*/:@-]+$"
+Tag = Annotated[str, Meta(min_length=1, max_length=128, pattern=TAG_PATTERN)]
+MAC_PREFIX_PATTERN = r"^[0-9a-fA-F]{2}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}$"
+MacPrefix = Annotated[str, Meta(pattern=MAC_PREFIX_PATTERN)]
+
+
+def param_error(path: str, message: str) -> ValueError:
+    """A ValueError for a __post_init__ check that names the offending parameter.
+
+    The " - at `$.path`" suffix is msgspec's own convention, so the registry reports it
+    like any other validation error.
+    """
+    return ValueError(f"{message} - at `$.{path}`")
+
+
+class OpParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Parameters common to every opcode; each opcode's Params Struct subclasses this.
+
+    `priority` -20 … 19 (lower is more urgent), `depends` ``[[job_id, [status…]]]``,
+    `reason` ``[[source, text, timestamp_ns]]``, `comment` free text.
+    """
+
+    priority: Priority = OP_PRIO_DEFAULT
+    depends: list[JobDependency] | None = None
+    reason: list[ReasonEntry] = []
+    comment: str | None = None
+
+    def __post_init__(self) -> None:
+        for i, (job_id, _) in enumerate(self.depends or ()):
+            if job_id == 0:
+                raise param_error(
+                    f"depends[{i}][0]", "job ids are positive (negative ones are relative)"
+                )
+        self.check()
+
+    def check(self) -> None:
+        """Cross-field checks of an opcode; raise `param_error(...)` on a bad value."""
+
+
+P = TypeVar("P", bound=OpParams)
+
+
+class OpCode(Generic[P]):
+    """One kind of operation: its OP_ID, its Params Struct, its locks and its execution.
+
+    The job process builds ``op = cls(params)``, acquires ``op.locks(params, config)``
+    phase by phase, then calls ``op.execute(ctx)`` on the same instance (a lock-plan
+    resolver may remember a choice, such as the node picked for a new instance, on it).
+    `execute` returns a JSON value (the opcode result) or raises `OpExecError`.
+    """
+
+    OP_ID: ClassVar[str]
+    Params: ClassVar[type[OpParams]]
+    # The parameter shown in the job summary, as Ganeti's OP_DSC_FIELD ("NODE_ADD(n1)").
+    SUMMARY_FIELD: ClassVar[str | None] = None
+    # True if `ctx.sleep` may raise Canceled inside `execute` (SPEC §6.2 cancel_job: a
+    # running job cancels inside an opcode only if it declares itself interruptible).
+    INTERRUPTIBLE: ClassVar[bool] = False
+
+    def __init__(self, params: P) -> None:
+        self.params = params
+
+    def locks(self, params: P, config: ConfigReader) -> LockPlan:
+        """The locks this opcode needs; `params` is `self.params`, passed per SPEC §7."""
+        raise NotImplementedError
+
+    def execute(self, ctx: OpContext) -> Any:
+        """Do the work with the locks held; returns the opcode's result."""
+        raise NotImplementedError
+
+    @classmethod
+    def summary(cls, params: OpParams) -> str:
+        """Ganeti-style summary: OP_ID without "OP_", plus the summary field's value."""
+        text = cls.OP_ID.removeprefix("OP_")
+        if cls.SUMMARY_FIELD is None:
+            return text
+        value = getattr(params, cls.SUMMARY_FIELD, None)
+        if isinstance(value, list | tuple):
+            value = ",".join(str(v) for v in value)
+        return f"{text}({value})"

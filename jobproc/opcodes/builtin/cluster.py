@@ -1,0 +1,142 @@
+"""Cluster-wide opcodes: rename, set parameters (BGL exclusive) and verify (all shared)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from jobproc.opcodes.base import MacPrefix, OpCode, OpParams, Tag, param_error
+from jobproc.opcodes.builtin._common import changed
+from jobproc.opcodes.context import ConfigReader, OpContext
+from jobproc.opcodes.errors import ECODE_INVAL, OpExecError
+from jobproc.opcodes.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
+
+
+class ClusterRenameParams(OpParams):
+    """The new cluster name."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=255)]
+
+    def check(self) -> None:
+        """No surrounding or inner whitespace: the name is shown and compared verbatim."""
+        if self.name != self.name.strip() or any(c.isspace() for c in self.name):
+            raise param_error("name", "the cluster name must not contain whitespace")
+
+
+class ClusterRename(OpCode[ClusterRenameParams]):
+    """Rename the cluster; result: the new name."""
+
+    OP_ID = "OP_CLUSTER_RENAME"
+    Params = ClusterRenameParams
+    SUMMARY_FIELD = "name"
+
+    def locks(self, params: ClusterRenameParams, config: ConfigReader) -> LockPlan:
+        """cluster/BGL exclusive: the cluster object is written."""
+        return LockPlan.single(bgl=EXCLUSIVE)
+
+    def execute(self, ctx: OpContext) -> str:
+        """Write the new name; refuse a rename to the current name (as Ganeti)."""
+        cluster = ctx.get_object("cluster", "")
+        if cluster["name"] == self.params.name:
+            raise OpExecError(f"the cluster is already named {self.params.name!r}", ECODE_INVAL)
+        ctx.update_object("cluster", {**cluster, "name": self.params.name})
+        ctx.log(f"Cluster renamed from {cluster['name']!r} to {self.params.name!r}")
+        return self.params.name
+
+
+class ClusterSetParamsParams(OpParams):
+    """Each given (non-null) field replaces the cluster's; tags replace the whole list."""
+
+    max_running_jobs: Annotated[int, Meta(ge=1)] | None = None
+    mac_prefix: MacPrefix | None = None
+    lock_enforcement: Literal["enforce", "warn"] | None = None
+    tags: list[Tag] | None = None
+
+
+class ClusterSetParams(OpCode[ClusterSetParamsParams]):
+    """Change cluster parameters; result: ``[[param, new value], …]`` that changed."""
+
+    OP_ID = "OP_CLUSTER_SET_PARAMS"
+    Params = ClusterSetParamsParams
+
+    def locks(self, params: ClusterSetParamsParams, config: ConfigReader) -> LockPlan:
+        """cluster/BGL exclusive: the cluster object is written."""
+        return LockPlan.single(bgl=EXCLUSIVE)
+
+    def execute(self, ctx: OpContext) -> list[list[Any]]:
+        """Update the given fields (MAC prefix lower-cased, tags deduplicated in order)."""
+        p = self.params
+        new: dict[str, Any] = {}
+        if p.max_running_jobs is not None:
+            new["max_running_jobs"] = p.max_running_jobs
+        if p.mac_prefix is not None:
+            new["mac_prefix"] = p.mac_prefix.lower()
+        if p.lock_enforcement is not None:
+            new["lock_enforcement"] = p.lock_enforcement
+        if p.tags is not None:
+            new["tags"] = list(dict.fromkeys(p.tags))
+        cluster = ctx.get_object("cluster", "")
+        diff = changed(cluster, new)
+        if diff:
+            ctx.update_object("cluster", {**cluster, **new})
+            for key, value in diff:
+                ctx.log(f"Cluster parameter {key} set to {value!r}")
+        return diff
+
+
+class ClusterVerifyParams(OpParams):
+    """No parameters."""
+
+
+class ClusterVerify(OpCode[ClusterVerifyParams]):
+    """Check the configuration's consistency; result ``{"ok": bool, "problems": [str]}``.
+
+    Each problem is also logged.  It checks what the simulated data plane can know:
+    dangling node/group references, instances on offline nodes, secondaries equal to the
+    primary, duplicate MACs and duplicate names.
+    """
+
+    OP_ID = "OP_CLUSTER_VERIFY"
+    Params = ClusterVerifyParams
+
+    def locks(self, params: ClusterVerifyParams, config: ConfigReader) -> LockPlan:
+        """cluster/BGL shared and every level's lockset shared: a stable snapshot."""
+        return LockPlan.single(((lockset(lv), SHARED) for lv in LEVELS[1:]), bgl=SHARED)
+
+    def execute(self, ctx: OpContext) -> dict[str, Any]:
+        """Collect the problems, log them, return them."""
+        problems: list[str] = []
+        groups = {g["uuid"]: g for g in ctx.list_objects("nodegroup")}
+        nodes = {n["uuid"]: n for n in ctx.list_objects("node")}
+        instances = ctx.list_objects("instance")
+        for kind, objs in (("node group", groups.values()), ("node", nodes.values()),
+                           ("instance", instances)):
+            for name, n in Counter(o["name"] for o in objs).items():
+                if n > 1:
+                    problems.append(f"{kind} name {name!r} is used {n} times")
+        for node in sorted(nodes.values(), key=lambda n: n["name"]):
+            if node.get("group") not in groups:
+                problems.append(f"node {node['name']!r}: unknown node group {node.get('group')!r}")
+        macs: Counter[str] = Counter()
+        for inst in sorted(instances, key=lambda i: i["name"]):
+            name = inst["name"]
+            primary = nodes.get(inst["primary_node"])
+            if primary is None:
+                problems.append(f"instance {name!r}: unknown primary node {inst['primary_node']!r}")
+            elif primary.get("offline") and inst.get("admin_state", "up") == "up":
+                problems.append(f"instance {name!r}: primary node {primary['name']!r} is offline")
+            for sec in inst.get("secondary_nodes") or ():
+                if sec == inst["primary_node"]:
+                    problems.append(f"instance {name!r}: secondary node is the primary node")
+                elif sec not in nodes:
+                    problems.append(f"instance {name!r}: unknown secondary node {sec!r}")
+            macs.update(str(nic["mac"]).lower() for nic in inst.get("nics") or () if nic.get("mac"))
+        for mac, n in sorted(macs.items()):
+            if n > 1:
+                problems.append(f"MAC {mac} is used by {n} NICs")
+        for problem in problems:
+            ctx.log(f"ERROR: {problem}")
+        ctx.log(f"Cluster verify: {len(problems)} problem(s)")
+        return {"ok": not problems, "problems": problems}
