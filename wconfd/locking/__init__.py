@@ -1,0 +1,44 @@
+"""wconfd's pure lock core (SPEC §4): names and order, the allocation, waiting requests.
+
+No I/O, clocks or threads: the daemon shell calls `LockManager` methods and acts on the
+returned `Effects` (answer granted waiters, journal changed holdings).
+"""
+
+from .effects import Effects, Opportunistic, Update
+from .names import (
+    BGL,
+    EXCLUSIVE,
+    LEVELS,
+    LOCKSET,
+    RELEASE,
+    SHARED,
+    Lock,
+    conflicts,
+    lock_key,
+    parse_lock,
+    parse_request,
+    sort_locks,
+)
+from .table import Allocation, RestoreError
+from .waiting import LockManager
+
+__all__ = [
+    "BGL",
+    "EXCLUSIVE",
+    "LEVELS",
+    "LOCKSET",
+    "RELEASE",
+    "SHARED",
+    "Allocation",
+    "Effects",
+    "Lock",
+    "LockManager",
+    "Opportunistic",
+    "RestoreError",
+    "Update",
+    "conflicts",
+    "lock_key",
+    "parse_lock",
+    "parse_request",
+    "sort_locks",
+]

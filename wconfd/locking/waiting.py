@@ -1,0 +1,610 @@
+"""The lock manager: the allocation plus waiting requests (§4.3, §4.4 rules 3-6).
+
+Pure: time and arrival are inputs (`since` is stored for display; arrival order is an
+internal counter), nothing here does I/O.  The daemon shell calls one method per RPC and
+acts on the returned `Effects`.
+
+- Rule 5 (fairness): a request is not granted while a conflicting queued request ranks
+  ahead of it — (priority, arrival) smaller — unless that queued request is blocked by a
+  lock the asker holds.  Queued requests are granted in (priority, arrival) order.
+- Rule 6 (deadlock): the wait-for graph has C -> D when C's queued request is blocked by a
+  lock D holds or by D's queued request under rule 5.  Enqueueing a request that would
+  close a cycle raises DeadlockError and changes nothing.  The graph can gain edges out of
+  a queued request only at an enqueue (grants and opportunistic acquisitions add edges into
+  owners that have no queued request), so checking there keeps it acyclic.
+- Opportunistic waits are not queued requests: they block nobody and are not in the graph.
+
+Cost: conflicts are found through indexes of held locks and of queued requests' wanted
+locks, so a grant check is O(pairs + conflicting entries); after a change only the queued
+requests touching the released/withdrawn locks are re-examined.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from heapq import heapify, heappop, heappush
+from typing import Any
+
+from client.errors import DeadlockError, InvalidParams, PendingRequestError
+
+from .effects import Effects, Opportunistic, Update
+from .names import (
+    EXCLUSIVE,
+    Lock,
+    Pair,
+    check_priority,
+    pairs_view,
+    parse_level,
+    parse_names,
+    parse_request,
+)
+from .table import Allocation, HolderIndex, order_problem
+
+_NEW = sys.maxsize
+"""Arrival rank of a request not yet queued: behind every queued one."""
+
+
+class _Request:
+    """A queued waiting request.  `wants` are its acquire/upgrade pairs (the owner's
+    holdings cannot change while it waits, so they are computed once)."""
+
+    __slots__ = ("owner", "pairs", "priority", "seq", "since", "wants")
+
+    def __init__(
+        self,
+        owner: str,
+        pairs: list[Pair],
+        wants: list[Pair],
+        priority: int,
+        seq: int,
+        since: Any,
+    ) -> None:
+        self.owner = owner
+        self.pairs = pairs
+        self.wants = wants
+        self.priority = priority
+        self.seq = seq
+        self.since = since
+
+
+class _OppWait:
+    """A pending opportunistic union: `usable` are the pairs that pass the order rule
+    against the locks held before the call; they are acquired as they become free."""
+
+    __slots__ = ("min_count", "owner", "pairs", "priority", "seq", "since", "usable")
+
+    def __init__(
+        self,
+        owner: str,
+        pairs: list[Pair],
+        usable: list[Pair],
+        min_count: int,
+        priority: int,
+        seq: int,
+        since: Any,
+    ) -> None:
+        self.owner = owner
+        self.pairs = pairs
+        self.usable = usable
+        self.min_count = min_count
+        self.priority = priority
+        self.seq = seq
+        self.since = since
+
+
+def _pending_error(owner: str) -> PendingRequestError:
+    """Rule 3's error."""
+    return PendingRequestError(
+        f"client {owner} has a waiting lock request; only free_locks, free_locks_level, "
+        "downgrade_locks_level and intersect_locks are allowed until it ends"
+    )
+
+
+class LockManager:
+    """All lock state of wconfd: held locks, queued requests, opportunistic waits."""
+
+    __slots__ = ("_alloc", "_opp", "_pending", "_pidx", "_seq")
+
+    def __init__(self, allocation: Allocation | None = None) -> None:
+        self._alloc = allocation if allocation is not None else Allocation()
+        self._pending: dict[str, _Request] = {}
+        self._pidx = HolderIndex()
+        """Index of the queued requests' wanted (strengthening) pairs."""
+        self._opp: dict[str, _OppWait] = {}
+        self._seq = 0
+
+    # -- durability ----------------------------------------------------------------------
+
+    @classmethod
+    def restore(cls, held: Mapping[str, Any]) -> LockManager:
+        """A manager holding the locks of a `held()` snapshot, nothing pending.
+        Raises table.RestoreError if the snapshot is malformed or inconsistent."""
+        return cls(Allocation.restore(held))
+
+    def held(self) -> dict[str, list[list[str]]]:
+        """Snapshot of all held locks: {owner: [[lock, mode]]} (pending is not persisted)."""
+        return self._alloc.held()
+
+    def held_by(self, owner: str) -> list[list[str]]:
+        """One owner's held locks, [[lock, mode]] in lock order (its journal record)."""
+        return self._alloc.list_locks(owner)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def allocation(self) -> Allocation:
+        """The held-locks table (read it, do not mutate it)."""
+        return self._alloc
+
+    def list_locks(self, owner: str) -> list[list[str]]:
+        """`list_locks`: the owner's locks as [[lock, mode]] in lock order."""
+        return self._alloc.list_locks(owner)
+
+    def list_all_locks(self) -> dict[str, Any]:
+        """`list_all_locks`: held locks with owners, and pending requests (queued and
+        opportunistic) in (priority, arrival) order with the `since` given at enqueue."""
+        waits: list[_Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
+        waits.sort(key=lambda r: (r.priority, r.seq))
+        return {
+            "locks": self._alloc.list_all(),
+            "pending": [
+                {
+                    "client_id": r.owner,
+                    "priority": r.priority,
+                    "request": pairs_view(r.pairs),
+                    "since": r.since,
+                }
+                for r in waits
+            ],
+        }
+
+    def owners(self) -> list[str]:
+        """Every owner the core knows: holding a lock or having a pending request."""
+        return sorted({*self._alloc.owned, *self._pending, *self._opp})
+
+    def has_pending(self, owner: str) -> bool:
+        """Whether `owner` has a queued request or an opportunistic wait (rule 3)."""
+        return owner in self._pending or owner in self._opp
+
+    def pending_request(self, owner: str) -> dict[str, Any] | None:
+        """The owner's pending request as {"priority", "request", "since", "opportunistic"},
+        or None (for list_clients)."""
+        r: _Request | _OppWait | None = self._pending.get(owner) or self._opp.get(owner)
+        if r is None:
+            return None
+        return {
+            "priority": r.priority,
+            "request": pairs_view(r.pairs),
+            "since": r.since,
+            "opportunistic": isinstance(r, _OppWait),
+        }
+
+    def pending_matches(self, owner: str, request: Any) -> bool:
+        """Whether `owner`'s queued request is exactly `request` (same pairs), so the shell
+        can attach a re-issued update_locks_waiting to it instead of failing it."""
+        req = self._pending.get(owner)
+        if req is None:
+            return False
+        try:
+            pairs = parse_request(request)
+        except InvalidParams:
+            return False
+        return {(lk.name, m) for lk, m in pairs} == {(lk.name, m) for lk, m in req.pairs}
+
+    def client_locks(self, owner: str) -> dict[str, Any]:
+        """{"locks": [[lock, mode]], "pending": pending_request(owner)} for list_clients."""
+        return {"locks": self._alloc.list_locks(owner), "pending": self.pending_request(owner)}
+
+    def blockers_of(self, owner: str) -> list[str]:
+        """Who blocks `owner`'s pending request now (held locks and, for queued requests,
+        rule 5); [] when it has none."""
+        req = self._pending.get(owner)
+        if req is not None:
+            return sorted(self._edges(req))
+        ow = self._opp.get(owner)
+        if ow is None:
+            return []
+        missing = self._alloc.wants(owner, ow.usable)
+        found = self._alloc.blockers(owner, missing)
+        if self._pending:
+            self._add_fair_blockers(owner, missing, (ow.priority, _NEW), found)
+        return sorted(found)
+
+    def wait_for_graph(self) -> dict[str, list[str]]:
+        """The wait-for graph of rule 6: queued owner -> sorted owners it waits for."""
+        return {owner: sorted(self._edges(req)) for owner, req in self._pending.items()}
+
+    # -- lock requests -------------------------------------------------------------------
+
+    def try_update(self, owner: str, request: Any, priority: int = 0) -> Update:
+        """`try_update_locks`: apply `request` atomically now, or change nothing and return
+        the blockers (held locks, and rule 5's earlier conflicting waiters)."""
+        pairs = parse_request(request)
+        check_priority(priority)
+        if owner in self._pending or owner in self._opp:
+            raise _pending_error(owner)
+        alloc = self._alloc
+        alloc.check_order(owner, pairs)
+        wants = alloc.wants(owner, pairs)
+        if wants:
+            found = alloc.blockers(owner, wants)
+            if self._pending:
+                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
+            if found:
+                return Update(
+                    applied=False, pending=False, blockers=sorted(found), effects=Effects()
+                )
+        return self._apply_now(owner, pairs)
+
+    def update_waiting(
+        self, owner: str, request: Any, priority: int = 0, since: Any = None
+    ) -> Update:
+        """`update_locks_waiting`: like try_update, but a blocked request is queued
+        (pending=True) and granted later by some operation's `Effects.granted`.
+        DeadlockError (nothing changed) if queueing it would close a wait-for cycle."""
+        pairs = parse_request(request)
+        check_priority(priority)
+        if owner in self._pending or owner in self._opp:
+            raise _pending_error(owner)
+        alloc = self._alloc
+        alloc.check_order(owner, pairs)
+        wants = alloc.wants(owner, pairs)
+        if wants:
+            found = alloc.blockers(owner, wants)
+            if self._pending:
+                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
+            if found:
+                req = _Request(owner, pairs, wants, priority, self._seq + 1, since)
+                self._enqueue(req)
+                cycle = self._cycle_through(owner)
+                if cycle is not None:
+                    self._dequeue(req)
+                    raise DeadlockError(
+                        "waiting would close a cycle in the wait-for graph: " + " -> ".join(cycle),
+                        {"cycle": cycle},
+                    )
+                self._seq += 1
+                return Update(
+                    applied=False, pending=True, blockers=sorted(found), effects=Effects()
+                )
+        return self._apply_now(owner, pairs)
+
+    def withdraw(self, owner: str) -> Update:
+        """Drop `owner`'s pending request (timeout, connection closed); `blockers` are who
+        blocked it.  Its removal may let others be granted (see effects)."""
+        eff = Effects()
+        req = self._pending.get(owner)
+        if req is not None:
+            found = sorted(self._edges(req))
+            self._dequeue(req)
+            self._settle(eff, (), req.wants)
+            return Update(applied=False, pending=False, blockers=found, effects=eff)
+        if owner in self._opp:
+            found = self.blockers_of(owner)
+            del self._opp[owner]
+            return Update(applied=False, pending=False, blockers=found, effects=eff)
+        return Update(applied=False, pending=False, blockers=[], effects=eff)
+
+    def set_priority(self, owner: str, priority: int) -> Effects:
+        """Change the priority of `owner`'s pending request (change_job_priority).
+        DeadlockError (nothing changed) if the new rank would close a wait-for cycle."""
+        check_priority(priority)
+        eff = Effects()
+        req = self._pending.get(owner)
+        if req is None:
+            ow = self._opp.get(owner)
+            if ow is not None and ow.priority != priority:
+                ow.priority = priority
+                self._extend_opportunistic(eff)
+            return eff
+        if req.priority == priority:
+            return eff
+        old, req.priority = req.priority, priority
+        cycle = self._cycle_through(owner)
+        if cycle is not None:
+            req.priority = old
+            raise DeadlockError(
+                "the new priority would close a cycle in the wait-for graph: " + " -> ".join(cycle),
+                {"cycle": cycle},
+            )
+        self._settle(eff, (), req.wants)
+        return eff
+
+    # -- releases (each first withdraws the owner's pending request) -------------------------
+
+    def free_locks(self, owner: str) -> Effects:
+        """`free_locks`: release everything `owner` holds."""
+        return self._owner_change(owner, lambda w: self._alloc.release_where(owner, _all, w))
+
+    def free_locks_level(self, owner: str, level: str) -> Effects:
+        """`free_locks_level`: release `owner`'s locks (lockset and members) at `level`."""
+        lvl = parse_level(level)
+        return self._owner_change(
+            owner, lambda w: self._alloc.release_where(owner, lambda lk: lk.level == lvl, w)
+        )
+
+    def downgrade_locks_level(self, owner: str, level: str) -> Effects:
+        """`downgrade_locks_level`: exclusive -> shared for `owner`'s locks at `level`."""
+        lvl = parse_level(level)
+        return self._owner_change(owner, lambda w: self._alloc.downgrade_level(owner, lvl, w))
+
+    def intersect_locks(self, owner: str, locks: Any) -> Effects:
+        """`intersect_locks`: keep only these of `owner`'s locks."""
+        keep = {lk.name for lk in parse_names(locks)}
+        return self._owner_change(
+            owner, lambda w: self._alloc.release_where(owner, lambda lk: lk.name not in keep, w)
+        )
+
+    def remove_owner(self, owner: str) -> Effects:
+        """Death of `owner`: drop its pending request and all its locks."""
+        return self.free_locks(owner)
+
+    # -- opportunistic union ------------------------------------------------------------------
+
+    def opportunistic_lock_union(
+        self,
+        owner: str,
+        request: Any,
+        min_count: int = 0,
+        *,
+        priority: int = 0,
+        wait: bool = False,
+        since: Any = None,
+    ) -> Opportunistic:
+        """`opportunistic_lock_union` (§4.3): acquire now every pair (shared/exclusive only)
+        that is free — no conflict, no earlier conflicting waiter (rule 5) — and passes the
+        order rule against the locks held before the call (others are skipped, never an
+        error); all or none of them if fewer than `min_count` of the request would be held.
+
+        `wait` (the shell's timeout > 0): if some pairs are still missing, register a wait
+        that later operations extend; its end is reported in `Effects.opportunistic`, or
+        the shell calls finish_opportunistic at its timeout.
+        """
+        pairs = parse_request(request, allow_release=False)
+        if type(min_count) is not int or min_count < 0:
+            raise InvalidParams(f"min_count must be a non-negative integer, got {min_count!r}")
+        check_priority(priority)
+        if owner in self._pending or owner in self._opp:
+            raise _pending_error(owner)
+        alloc = self._alloc
+        mine = alloc.owned.get(owner)
+        top = alloc.top(owner)
+        if mine and top is not None:
+            usable = [p for p in pairs if order_problem(mine, top, p[0], p[1]) is None]
+        else:
+            usable = list(pairs)
+        pairs.sort(key=lambda p: p[0].key)
+        ow = _OppWait(owner, pairs, usable, min_count, priority, self._seq + 1, since)
+        eff = Effects()
+        done = self._opp_step(ow, eff)
+        if wait and not done:
+            self._seq += 1
+            self._opp[owner] = ow
+            return Opportunistic(locks=self._opp_result(ow), waiting=True, effects=eff)
+        return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=eff)
+
+    def retry_opportunistic(self) -> Effects:
+        """Try to extend every opportunistic wait now.  The core already does this after
+        every change; this is for a shell that wants to poke it explicitly."""
+        eff = Effects()
+        if self._opp:
+            self._extend_opportunistic(eff)
+        return eff
+
+    def finish_opportunistic(self, owner: str) -> Opportunistic:
+        """End `owner`'s opportunistic wait (its timeout passed): the locks it holds from
+        the request ([] if fewer than min_count; then none were acquired by it)."""
+        ow = self._opp.pop(owner, None)
+        if ow is None:
+            return Opportunistic(locks=[], waiting=False, effects=Effects())
+        return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=Effects())
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _apply_now(self, owner: str, pairs: list[Pair]) -> Update:
+        """Apply an unblocked request and settle the queue if it released anything."""
+        weakened: list[Lock] = []
+        if self._alloc.apply(owner, pairs, weakened):
+            eff = Effects(changed=[owner])
+            if weakened and (self._pending or self._opp):
+                self._settle(eff, weakened, ())
+        else:
+            eff = Effects()
+        return Update(applied=True, pending=False, blockers=[], effects=eff)
+
+    def _owner_change(self, owner: str, change: Callable[[list[Lock]], bool]) -> Effects:
+        """Withdraw the owner's pending request, run `change`, settle the queue."""
+        eff = Effects()
+        removed: Iterable[Pair] = ()
+        req = self._pending.get(owner)
+        if req is not None:
+            eff.withdrawn[owner] = sorted(self._edges(req))
+            self._dequeue(req)
+            removed = req.wants
+        ow = self._opp.pop(owner, None)
+        weakened: list[Lock] = []
+        if change(weakened):
+            eff.changed.append(owner)
+        if weakened or req is not None:
+            self._settle(eff, weakened, removed)
+        if ow is not None:
+            eff.opportunistic[owner] = self._opp_result(ow)
+        return eff
+
+    def _enqueue(self, req: _Request) -> None:
+        """Queue `req` and index its wanted pairs."""
+        self._pending[req.owner] = req
+        add = self._pidx.add
+        for lock, mode in req.wants:
+            add(req.owner, lock, mode)
+
+    def _dequeue(self, req: _Request) -> None:
+        """Unqueue `req` and its index entries."""
+        del self._pending[req.owner]
+        remove = self._pidx.remove
+        for lock, mode in req.wants:
+            remove(req.owner, lock, mode)
+
+    def _add_fair_blockers(
+        self, owner: str, wants: Iterable[Pair], rank: tuple[int, int], out: set[str]
+    ) -> None:
+        """Rule 5: add the owners of queued requests ranked before `rank` that conflict
+        with `wants`, except those blocked by a lock `owner` holds."""
+        cands: set[str] = set()
+        add = self._pidx.add_conflicts
+        for lock, mode in wants:
+            add(lock, mode, cands)
+        cands.discard(owner)
+        if not cands:
+            return
+        pending = self._pending
+        blocked_by = self._alloc.blocked_by
+        for other in cands:
+            req = pending[other]
+            if (req.priority, req.seq) < rank and not blocked_by(owner, req.wants):
+                out.add(other)
+
+    def _edges(self, req: _Request) -> set[str]:
+        """Out-edges of a queued request in the wait-for graph = its current blockers."""
+        found = self._alloc.blockers(req.owner, req.wants)
+        self._add_fair_blockers(req.owner, req.wants, (req.priority, req.seq), found)
+        return found
+
+    def _grantable(self, req: _Request) -> bool:
+        """Whether a queued request has no blocker at all."""
+        if self._alloc.blockers(req.owner, req.wants):
+            return False
+        found: set[str] = set()
+        self._add_fair_blockers(req.owner, req.wants, (req.priority, req.seq), found)
+        return not found
+
+    def _cycle_through(self, start: str) -> list[str] | None:
+        """A wait-for cycle start -> ... -> start, or None (depth-first, deterministic)."""
+        pending = self._pending
+        path = [start]
+        stack = [iter(sorted(self._edges(pending[start])))]
+        seen = {start}
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start:
+                return [*path, start]
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            req = pending.get(nxt)
+            if req is None:
+                continue  # holds locks but waits for nothing: a sink
+            path.append(nxt)
+            stack.append(iter(sorted(self._edges(req))))
+        return None
+
+    def _settle(self, eff: Effects, weakened: Iterable[Lock], removed: Iterable[Pair]) -> None:
+        """Grant, in (priority, arrival) order, every queued request that the released or
+        downgraded locks `weakened`, or the withdrawn/granted wants `removed`, may have
+        unblocked — transitively; then extend opportunistic waits."""
+        pending = self._pending
+        if pending:
+            touched: set[str] = set()
+            interacting = self._pidx.add_interacting
+            for lock in weakened:
+                interacting(lock, touched)
+            for lock, _mode in removed:
+                interacting(lock, touched)
+            heap = [(pending[o].priority, pending[o].seq, o) for o in touched]
+            heapify(heap)
+            queued = touched
+            alloc = self._alloc
+            while heap:
+                _prio, _seq, owner = heappop(heap)
+                queued.discard(owner)
+                req = pending.get(owner)
+                if req is None or not self._grantable(req):
+                    continue
+                self._dequeue(req)
+                released: list[Lock] = []
+                alloc.apply(owner, req.pairs, released)
+                eff.granted.append(owner)
+                if owner not in eff.changed:
+                    eff.changed.append(owner)
+                more: set[str] = set()
+                for lock in released:
+                    interacting(lock, more)
+                for lock, _mode in req.wants:
+                    interacting(lock, more)
+                for other in more - queued:
+                    queued.add(other)
+                    r = pending[other]
+                    heappush(heap, (r.priority, r.seq, other))
+        if self._opp:
+            self._extend_opportunistic(eff)
+
+    def _extend_opportunistic(self, eff: Effects) -> None:
+        """Acquire what has become free for each opportunistic wait, oldest first; report
+        and drop those that are complete."""
+        for owner, ow in sorted(self._opp.items(), key=lambda item: item[1].seq):
+            if self._opp_step(ow, eff):
+                del self._opp[owner]
+                eff.opportunistic[owner] = self._opp_result(ow)
+
+    def _opp_step(self, ow: _OppWait, eff: Effects) -> bool:
+        """Acquire the free usable pairs of `ow` (if min_count allows); True when no usable
+        pair is missing any more."""
+        alloc = self._alloc
+        owner = ow.owner
+        missing = alloc.wants(owner, ow.usable)
+        if not missing:
+            return True
+        if ow.min_count and self._count_held(ow) + len(missing) < ow.min_count:
+            return True  # min_count can never be reached: give up (nothing was acquired)
+        free: list[Pair] = []
+        for pair in missing:
+            single = (pair,)
+            if alloc.blockers(owner, single):
+                continue
+            if self._pending:
+                fair: set[str] = set()
+                self._add_fair_blockers(owner, single, (ow.priority, _NEW), fair)
+                if fair:
+                    continue
+            free.append(pair)
+        if not free:
+            return False
+        if ow.min_count and self._count_held(ow) + len(free) < ow.min_count:
+            return False
+        alloc.apply(owner, free, [])
+        if owner not in eff.changed:
+            eff.changed.append(owner)
+        return len(free) == len(missing)
+
+    def _count_held(self, ow: _OppWait) -> int:
+        """How many of the request's pairs the owner holds at least as strongly."""
+        mine = self._alloc.owned.get(ow.owner)
+        if not mine:
+            return 0
+        n = 0
+        for lock, mode in ow.pairs:
+            cur = mine.get(lock.name)
+            if cur is not None and (cur == EXCLUSIVE or mode != EXCLUSIVE):
+                n += 1
+        return n
+
+    def _opp_result(self, ow: _OppWait) -> list[str]:
+        """The request's locks held at least as strongly, in lock order; [] if fewer than
+        min_count."""
+        mine = self._alloc.owned.get(ow.owner) or {}
+        locks = []
+        for lock, mode in ow.pairs:
+            cur = mine.get(lock.name)
+            if cur is not None and (cur == EXCLUSIVE or mode != EXCLUSIVE):
+                locks.append(lock.name)
+        return locks if len(locks) >= ow.min_count else []
+
+
+def _all(_lock: Lock) -> bool:
+    """Predicate selecting every lock."""
+    return True
