@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 class RpcError(Exception):
     """Base of every error a Lockwarden call can raise.
 
@@ -171,7 +172,7 @@ class Timeout(RpcError):
     code = -32060
 
 
-class ConnectionError(RpcError):  # noqa: A001 - the name is the documented contract
+class ConnectionError(RpcError):
     """The daemon could not be reached (not running, wrong socket path, connection lost)."""
 
     code = -32099

@@ -1,0 +1,70 @@
+"""Helpers shared by the bench scripts: temp dirs, starting daemons, statistics."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """Block until something accepts connections on `path` (or the process died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(path))
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on {path}")
+
+
+@contextlib.contextmanager
+def daemon(name: str, *extra: str, base: Path | None = None) -> Iterator[tuple[Path, Path]]:
+    """Run `lw-<name>` on temporary dirs; yields (run_dir, state_dir)."""
+    with contextlib.ExitStack() as stack:
+        root = base or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lwbench-")))
+        run, state = root / "run", root / "state"
+        proc = subprocess.Popen(
+            [
+                str(BIN / f"lw-{name}"),
+                "--run-dir",
+                str(run),
+                "--state-dir",
+                str(state),
+                "--log-level",
+                "WARNING",
+                *extra,
+            ],
+        )
+        try:
+            wait_for_socket(run / f"{name}.sock", proc)
+            yield run, state
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    """Median, p99 and max of latency samples in milliseconds."""
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 3),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 3),
+        "max_ms": round(ordered[-1] * 1000, 3),
+    }
+
+
+def cpu_count() -> int:
+    """Cores available to this process."""
+    return len(os.sched_getaffinity(0))

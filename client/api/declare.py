@@ -1,0 +1,163 @@
+"""Declaring an RPC API once: name, typed parameters, result and errors.
+
+An API is a class whose methods carry the `@rpc` decorator and have no body but a
+docstring.  From it come, without a second list of methods anywhere:
+
+- the server's dispatch table (`client.daemon.dispatch`), which checks that the daemon
+  implements every declared method with the declared parameter names and decodes params
+  with a msgspec Struct derived from the signature;
+- the sync and asyncio client stubs (`client.stubs`), which take the same parameters and
+  decode results with the declared result type.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+
+from client.errors import InvalidParams, RpcError
+
+F = TypeVar("F", bound=Callable[..., Any])
+_MARK = "__lw_rpc__"
+
+
+@dataclass(frozen=True)
+class RpcOptions:
+    """What `@rpc` records about a method besides its signature."""
+
+    errors: tuple[type[RpcError], ...]
+    identified: bool
+    reissue: bool
+
+
+def rpc(
+    *errors: type[RpcError], identified: bool = True, reissue: bool = False
+) -> Callable[[F], F]:
+    """Declare an RPC method.
+
+    `errors` lists the typed errors it may raise (besides the protocol ones).
+    `identified=False` lets it run before `identify` (wconfd).  `reissue=True` lets a
+    stub send it again when the connection broke while waiting for the answer (safe
+    for reads and for requests that are withdrawn when the connection closes).
+    """
+
+    def mark(func: F) -> F:
+        setattr(func, _MARK, RpcOptions(tuple(errors), identified, reissue))
+        return func
+
+    return mark
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One declared method, ready for the server and the stubs."""
+
+    name: str
+    doc: str
+    param_names: tuple[str, ...]
+    required: frozenset[str]
+    defaults: dict[str, Any]
+    params: type[msgspec.Struct]
+    result_type: Any
+    options: RpcOptions
+
+    def decode_params(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Turn JSON params (by position or by name) into the params Struct.
+
+        Raises InvalidParams naming the parameter that is missing, unknown or ill-typed.
+        """
+        if args:
+            if kwargs:
+                raise InvalidParams(f"{self.name}: params must be all by name or all by position")
+            if len(args) > len(self.param_names):
+                raise InvalidParams(
+                    f"{self.name}: takes at most {len(self.param_names)} params "
+                    f"({', '.join(self.param_names) or 'none'}), got {len(args)}"
+                )
+            kwargs = dict(zip(self.param_names, args, strict=False))
+        try:
+            return msgspec.convert(kwargs, self.params, strict=True)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"{self.name}: {_name_the_param(str(exc))}") from None
+
+    def encode_params(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Bind a stub call's arguments to parameter names (only the ones given)."""
+        if len(args) > len(self.param_names):
+            raise TypeError(f"{self.name}() takes at most {len(self.param_names)} arguments")
+        bound = dict(zip(self.param_names, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in self.param_names:
+                raise TypeError(f"{self.name}() got an unexpected keyword argument {key!r}")
+            if key in bound:
+                raise TypeError(f"{self.name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        missing = self.required - bound.keys()
+        if missing:
+            raise TypeError(f"{self.name}() missing required arguments: {sorted(missing)}")
+        return bound
+
+
+def _name_the_param(message: str) -> str:
+    """Rewrite msgspec's "… - at `$.pid`" as "param `pid`: …" (the contract names the param)."""
+    text, sep, where = message.rpartition(" - at `$.")
+    if sep:
+        return f"param `{where.rstrip('`')}`: {text}"
+    if message.startswith("Object missing required field"):
+        return message.replace("Object missing required field", "missing required param")
+    if message.startswith("Object contains unknown field"):
+        return message.replace("Object contains unknown field", "unknown param")
+    return message
+
+
+def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> MethodSpec:
+    hints = typing.get_type_hints(func)
+    signature = inspect.signature(func)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    required: set[str] = set()
+    defaults: dict[str, Any] = {}
+    names: list[str] = []
+    for pname, param in list(signature.parameters.items())[1:]:  # skip self
+        annotation = hints.get(pname, Any)
+        names.append(pname)
+        if param.default is inspect.Parameter.empty:
+            fields.append((pname, annotation))
+            required.add(pname)
+        else:
+            fields.append((pname, annotation, param.default))
+            defaults[pname] = param.default
+    params = msgspec.defstruct(f"{name}_params", fields, forbid_unknown_fields=True, kw_only=True)
+    return MethodSpec(
+        name=name,
+        doc=inspect.getdoc(func) or "",
+        param_names=tuple(names),
+        required=frozenset(required),
+        defaults=defaults,
+        params=params,
+        result_type=hints.get("return", Any),
+        options=options,
+    )
+
+
+class Api:
+    """Base of API declarations; `methods()` lists the declared methods by name."""
+
+    _specs: dict[str, MethodSpec] | None = None
+
+    @classmethod
+    def methods(cls) -> dict[str, MethodSpec]:
+        """Every `@rpc` method of this API and its bases, derived once and cached."""
+        cached = cls.__dict__.get("_specs")
+        if cached is None:
+            cached = {}
+            for klass in reversed(cls.__mro__):
+                for name, func in vars(klass).items():
+                    options = getattr(func, _MARK, None)
+                    if options is not None:
+                        cached[name] = _spec_of(name, func, options)
+            cls._specs = cached
+        return cached

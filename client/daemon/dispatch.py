@@ -1,0 +1,130 @@
+"""From an API declaration and a daemon's implementation to jsonrpcserver dispatch.
+
+jsonrpcserver does the dispatching (method lookup, notifications, result/error
+responses) with msgspec as decoder and a Struct as the cheap envelope validator instead
+of its default jsonschema check.  Every handler decodes its params with the Struct
+derived from the declaration, turns typed errors into error objects whose `data.type`
+is the contract, and never lets a traceback reach the wire.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import msgspec
+from jsonrpcserver import JsonRpcError, Success
+from jsonrpcserver.async_dispatcher import dispatch_request
+from jsonrpcserver.dispatcher import create_request, to_response
+from jsonrpcserver.response import to_serializable_one
+from jsonrpcserver.sentinels import NOID
+
+from client.api.declare import Api, MethodSpec
+from client.errors import BY_CODE, InternalError, InvalidRequest, RpcError
+from client.protocol import Request
+
+log = logging.getLogger(__name__)
+
+# Called before every method with the connection and the spec; raises to refuse the call.
+Guard = Callable[[Any, MethodSpec], None]
+Handler = Callable[..., Awaitable[Any]]
+
+
+def validate_envelope(message: Any) -> Any:
+    """The cheap envelope check jsonrpcserver runs instead of jsonschema."""
+    msgspec.convert(message, Request, strict=True)
+    return message
+
+
+def _error(exc: RpcError) -> JsonRpcError:
+    return JsonRpcError(exc.code, exc.message, exc.data)
+
+
+def _handler(spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None) -> Handler:
+    names = spec.param_names
+
+    async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            params = spec.decode_params(args, kwargs)
+            if guard is not None:
+                guard(conn, spec)
+            result = await impl(conn, *[getattr(params, n) for n in names])
+        except RpcError as exc:
+            raise _error(exc) from None
+        except Exception:
+            log.exception("internal error in %s", spec.name)
+            raise _error(
+                InternalError(f"internal error in {spec.name}; the daemon log has the details")
+            ) from None
+        return Success(result)
+
+    # jsonrpcserver binds the params to the handler's signature on every call; a
+    # precomputed signature spares it the introspection.
+    handle.__signature__ = inspect.signature(handle)  # type: ignore[attr-defined]
+    return handle
+
+
+def build_methods(api: type[Api], impl: object, guard: Guard | None = None) -> dict[str, Handler]:
+    """The jsonrpcserver method table for `impl`, which must implement every declared method.
+
+    Each implementation is `async def name(self, conn, <declared params>)`; a missing
+    method or different parameter names fail here, at start-up, not at the first call.
+    """
+    methods: dict[str, Handler] = {}
+    for name, spec in api.methods().items():
+        func = getattr(impl, name, None)
+        if func is None or not inspect.iscoroutinefunction(func):
+            raise TypeError(f"{type(impl).__name__} must implement async {name}()")
+        got = tuple(inspect.signature(func).parameters)[1:]
+        if got != spec.param_names:
+            raise TypeError(
+                f"{type(impl).__name__}.{name} takes {got}, the API declares {spec.param_names}"
+            )
+        methods[name] = _handler(spec, func, guard)
+    return methods
+
+
+def _serialize(response: Any) -> dict[str, Any]:
+    """jsonrpcserver's response as a dict, with `data.type` on the errors it makes itself."""
+    out = cast(dict[str, Any], to_serializable_one(response))
+    error = out.get("error")
+    if error is not None and not (isinstance(error.get("data"), dict) and "type" in error["data"]):
+        cls = BY_CODE.get(error["code"], InternalError)
+        detail = error.get("data")
+        message = error.get("message", "")
+        if cls.__name__ == "MethodNotFound":
+            message = f"method not found: {detail}; see the API reference for method names"
+        elif cls is InvalidRequest:
+            message = "invalid request: not a JSON-RPC 2.0 request object"
+        elif cls is InternalError:
+            log.error("dispatch failure: %s", detail)
+            message = "internal error; the daemon log has the details"
+        error["message"] = message
+        error["data"] = {"type": cls.__name__}
+        error["code"] = cls.code
+    return out
+
+
+async def dispatch_one(
+    message: Any, methods: dict[str, Handler], conn: Any
+) -> dict[str, Any] | None:
+    """Answer one request (a batch member or a lone request); None for a notification.
+
+    jsonrpcserver's request pipeline (method lookup, param binding, the call, the
+    response) runs per request; its batch helper is not used because a batch member
+    that is not a valid request must get its own error (SPEC §3).
+    """
+    try:
+        validate_envelope(message)
+    except (msgspec.ValidationError, TypeError):
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, int | str):
+            request_id = None
+        exc = InvalidRequest("invalid request: not a JSON-RPC 2.0 request object")
+        return {"jsonrpc": "2.0", "error": exc.to_wire(), "id": request_id}
+    request, result = await dispatch_request(methods, conn, create_request(message))
+    if request.id is NOID:
+        return None
+    return _serialize(to_response(request, result))

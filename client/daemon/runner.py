@@ -1,0 +1,186 @@
+"""What every Lockwarden daemon does around its service: options, logging, the socket
+claim, the event loop (uvloop when installed) and a clean stop on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO
+
+from client import paths
+from client.daemon import sdnotify
+from client.daemon.server import RpcServer
+from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+
+class SocketBusy(Exception):
+    """Another live daemon serves this socket path."""
+
+
+class StartupError(Exception):
+    """A start-up failure with a clear cause (e.g. corrupt state): logged without traceback."""
+
+
+def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The options every daemon takes (SPEC §3); flags win over LW_RUN_DIR / LW_STATE_DIR."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="where durable state lives (default: $LW_STATE_DIR, /var/lib/lockwarden for root)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="where the sockets live (default: $LW_RUN_DIR, /run/lockwarden for root)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="largest accepted request line; a longer one is refused and the connection "
+        "closed (default: 64 MiB)",
+    )
+    parser.add_argument(
+        "--group",
+        default=None,
+        help="group owning the socket (mode 0660); default: the daemon's own group",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("LW_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging threshold (default INFO)",
+    )
+    return parser
+
+
+def setup_logging(name: str, level: str) -> None:
+    """One line per event on stderr; under systemd journald adds time and pid itself."""
+    handler = logging.StreamHandler(sys.stderr)
+    prefix = "" if os.environ.get("JOURNAL_STREAM") else f"%(asctime)s {name}[%(process)d] "
+    handler.setFormatter(logging.Formatter(prefix + "%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def claim_socket(path: Path) -> IO[bytes]:
+    """Make `path` ours: refuse if a live daemon answers there, replace a stale file.
+
+    A lock file beside the socket (held for the daemon's life) closes the race between
+    two daemons starting at once; the connect test catches a live daemon that predates it.
+    Returns the open lock file, which the caller keeps open.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(path.with_name(path.name + ".lock"), "ab")  # noqa: SIM115 - held open
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise SocketBusy(f"another daemon holds {path}; stop it first") from None
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(str(path))
+        except OSError:
+            log.info("replacing stale socket %s", path)
+            path.unlink()
+        else:
+            lock.close()
+            raise SocketBusy(f"a live daemon answers on {path}; stop it first")
+        finally:
+            probe.close()
+    return lock
+
+
+def install_event_loop_policy() -> None:
+    """Use uvloop when it is installed (faster I/O); the stdlib loop otherwise."""
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def wait_for_stop_signal() -> None:
+    """Return when SIGTERM or SIGINT arrives."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stop requested")
+
+
+async def _with_eager_tasks(main: Awaitable[None]) -> None:
+    """Run request tasks eagerly where Python offers it (3.12+): most calls then finish
+    without a trip through the scheduler."""
+    factory = getattr(asyncio, "eager_task_factory", None)
+    if factory is not None:
+        asyncio.get_running_loop().set_task_factory(factory)
+    await main
+
+
+def run_daemon(
+    name: str,
+    socket_name: str,
+    args: argparse.Namespace,
+    serve: Callable[[Path, Path], Awaitable[None]],
+) -> int:
+    """Claim the socket, then run `serve(socket_path, state_dir)` until it returns.
+
+    Exit codes: 0 after a clean stop, 1 when the socket is taken or start-up fails.
+    """
+    setup_logging(name, args.log_level)
+    run = paths.run_dir(args.run_dir)
+    state = paths.state_dir(args.state_dir)
+    socket_path = run / socket_name
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        lock = claim_socket(socket_path)
+    except (SocketBusy, OSError) as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    install_event_loop_policy()
+    try:
+        asyncio.run(_with_eager_tasks(serve(socket_path, state)))
+    except StartupError as exc:
+        log.critical("%s cannot run: %s", name, exc)
+        return 1
+    except Exception:
+        log.critical("%s failed", name, exc_info=True)
+        return 1
+    finally:
+        lock.close()
+    log.info("%s stopped", name)
+    return 0
+
+
+async def serve_until_stopped(server: RpcServer, name: str) -> None:
+    """Start `server`, tell systemd we are ready, and stop cleanly on SIGTERM/SIGINT."""
+    await server.start()
+    log.info("%s listening on %s", name, server.socket_path)
+    sdnotify.ready(f"serving on {server.socket_path}")
+    watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
+    try:
+        await wait_for_stop_signal()
+    finally:
+        sdnotify.stopping()
+        watchdog.cancel()
+        await server.stop()

@@ -1,0 +1,249 @@
+"""The JSON-RPC server loop over a Unix socket (SPEC §3), shared by wconfd and luxid.
+
+One asyncio Protocol per connection splits the byte stream into lines and runs each
+request in its own task, so a long call (a lock wait) never blocks the next request on
+the same connection; answers go out as they are ready, each with its id.  Bad input —
+invalid UTF-8 or JSON, bad envelopes, unknown methods, wrong params — is answered with
+an error and the connection stays open; only a frame over the size limit closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import logging
+import os
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from client.daemon.dispatch import Handler, dispatch_one
+from client.errors import InternalError, InvalidRequest, ParseError, RpcError
+from client.protocol import DEFAULT_MAX_MESSAGE_BYTES, decode_message, encode
+
+log = logging.getLogger(__name__)
+
+_PEERCRED = struct.Struct("3i")
+# In-flight calls per connection before the server stops reading from it.
+_HIGH_WATER = 512
+_LOW_WATER = 128
+
+
+class PeerCred(msgspec.Struct, frozen=True):
+    """The peer process of a Unix socket connection, as the kernel reports it."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(sock: socket.socket) -> PeerCred:
+    """SO_PEERCRED of a connected Unix socket: who is really on the other end."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    return PeerCred(*_PEERCRED.unpack(raw))
+
+
+def _error_response(exc: RpcError, request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "error": exc.to_wire(), "id": request_id}
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: its peer, its session state and its calls in flight."""
+
+    def __init__(self, server: RpcServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = PeerCred(0, -1, -1)
+        # Whatever the daemon keeps per connection (wconfd: the identified client).
+        self.session: Any = None
+        self.closed = False
+        self.on_close: list[Callable[[Connection], None]] = []
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reading_paused = False
+        self._writing_paused = False
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                self.peer = peer_credentials(sock)
+        self.server.connections.add(self)
+        self.server.on_connect(self)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        limit = self.server.max_message_bytes
+        start = 0
+        while True:
+            end = buf.find(b"\n", self._scanned)
+            if end < 0:
+                break
+            if end - start > limit:
+                return self._too_large()
+            line = bytes(buf[start:end])
+            start = end + 1
+            self._scanned = start
+            if line.strip():
+                self._submit(line)
+        if start:
+            del buf[:start]
+            self._scanned = 0
+        self._scanned = len(buf)
+        if len(buf) > limit:
+            self._too_large()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for task in list(self._tasks):
+            task.cancel()
+        for callback in self.on_close:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("close callback failed")
+        self.server.on_disconnect(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # -- requests ---------------------------------------------------------------------
+
+    def _too_large(self) -> None:
+        limit = self.server.max_message_bytes
+        log.warning("pid %s sent a message over %d bytes; closing", self.peer.pid, limit)
+        self.send(
+            _error_response(
+                InvalidRequest(
+                    f"message larger than {limit} bytes; split it or raise --max-message-bytes"
+                )
+            )
+        )
+        self._buffer.clear()
+        self._scanned = 0
+        if self.transport is not None:
+            self.transport.close()
+
+    def _submit(self, line: bytes) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer(line))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        self._update_reading()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        busy = self._writing_paused or len(self._tasks) >= _HIGH_WATER
+        if busy and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif self._reading_paused and not self._writing_paused and len(self._tasks) <= _LOW_WATER:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    async def _answer(self, line: bytes) -> None:
+        try:
+            await self._dispatch(line)
+        except Exception:
+            log.exception("failed to answer a message from pid %s", self.peer.pid)
+            self.send(
+                _error_response(InternalError("internal error; the daemon log has the details"))
+            )
+
+    async def _dispatch(self, line: bytes) -> None:
+        try:
+            message = decode_message(line)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            self.send(_error_response(ParseError(f"not valid JSON: {exc}")))
+            return
+        except RecursionError:
+            self.send(_error_response(InvalidRequest("message nested too deeply")))
+            return
+        methods = self.server.methods
+        if isinstance(message, list):
+            if not message:
+                self.send(_error_response(InvalidRequest("an empty batch is not a request")))
+                return
+            answers = await asyncio.gather(*(dispatch_one(m, methods, self) for m in message))
+            replies = [a for a in answers if a is not None]
+            if replies:
+                self.send(replies)
+            return
+        answer = await dispatch_one(message, methods, self)
+        if answer is not None:
+            self.send(answer)
+
+    def send(self, message: Any) -> None:
+        """Write one frame unless the connection is gone."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode(message))
+
+
+class RpcServer:
+    """Serves a method table on a Unix socket with mode 0660 (group `group` if given)."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        methods: dict[str, Handler],
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        group: str | None = None,
+        on_connect: Callable[[Connection], None] | None = None,
+        on_disconnect: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.socket_path = socket_path
+        self.methods = methods
+        self.max_message_bytes = max_message_bytes
+        self.group = group
+        self.on_connect = on_connect or (lambda conn: None)
+        self.on_disconnect = on_disconnect or (lambda conn: None)
+        self.connections: set[Connection] = set()
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        """Bind the socket (the caller has claimed the path) and start accepting."""
+        loop = asyncio.get_running_loop()
+        old_umask = os.umask(0o117)
+        try:
+            self._server = await loop.create_unix_server(
+                lambda: Connection(self), path=str(self.socket_path), backlog=512
+            )
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.socket_path, 0o660)
+        if self.group:
+            os.chown(self.socket_path, -1, grp.getgrnam(self.group).gr_gid)
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection and remove the socket file."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()

@@ -1,0 +1,374 @@
+"""Client stubs derived from the API declarations (SPEC §3.2): sync and asyncio.
+
+A stub class names its API once (`api=...`); every declared method becomes a method of
+the stub with the same parameters.  Results are decoded with the declared result type;
+error responses raise the `client.errors` class named by `data.type`.  A broken
+connection is reopened (and re-identified) on the next call; a call marked `reissue`
+in its declaration is sent again when the connection broke while it waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+
+from client import errors, paths
+from client.api.declare import Api, MethodSpec
+from client.protocol import Response, decode_response, encode
+
+_RECV = 256 * 1024
+# How long a stub keeps trying to reconnect to a daemon it was connected to (a restart).
+RECONNECT_WINDOW = 10.0
+
+
+class _Broken(Exception):
+    """The connection failed; `sent` says whether the request may have reached the daemon."""
+
+    def __init__(self, cause: BaseException, sent: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.sent = sent
+
+
+class _StubBase:
+    """What sync and async stubs share: the API, the socket path, call timeouts."""
+
+    _api: ClassVar[type[Api]]
+    _daemon: ClassVar[str] = "daemon"
+    _decoders: ClassVar[dict[str, msgspec.json.Decoder[Any]]]
+
+    def __init__(self, socket_path: str | os.PathLike[str] | None, timeout: float) -> None:
+        self.socket_path = Path(socket_path) if socket_path else self._default_path()
+        self.timeout = timeout
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def _default_path(cls) -> Path:
+        return paths.run_dir() / f"{cls._daemon}.sock"
+
+    @classmethod
+    def _bind_api(cls, api: type[Api], make: Callable[[MethodSpec], Callable[..., Any]]) -> None:
+        cls._api = api
+        cls._decoders = {}
+        for name, spec in api.methods().items():
+            cls._decoders[name] = msgspec.json.Decoder(spec.result_type)
+            method = make(spec)
+            method.__name__ = name
+            method.__qualname__ = f"{cls.__name__}.{name}"
+            method.__doc__ = spec.doc
+            setattr(cls, name, method)
+
+    def _call_timeout(self, spec: MethodSpec, params: dict[str, Any]) -> float | None:
+        """The stub timeout, stretched by the call's own `timeout` param (None: forever)."""
+        if "timeout" in spec.param_names:
+            own = params.get("timeout", spec.defaults.get("timeout"))
+            if own is None:
+                return None
+            return self.timeout + max(0.0, float(own))
+        return self.timeout
+
+    def _request(self, spec: MethodSpec, params: dict[str, Any]) -> tuple[int, bytes]:
+        request_id = next(self._ids)
+        frame = encode({"jsonrpc": "2.0", "method": spec.name, "params": params, "id": request_id})
+        return request_id, frame
+
+    def _result(self, spec: MethodSpec, response: Response) -> Any:
+        if response.error is not None:
+            err = response.error
+            raise errors.from_wire({"code": err.code, "message": err.message, "data": err.data})
+        return self._decoders[spec.name].decode(response.result)
+
+    def _unreachable(self, cause: BaseException) -> errors.ConnectionError:
+        return errors.ConnectionError(
+            f"cannot reach {self._daemon} at {self.socket_path}: {cause}; is it running? "
+            f"(start it with `lw up`, `lw-{self._daemon}` or "
+            f"`systemctl start lockwarden-{self._daemon}`)"
+        )
+
+    def _identify_params(self) -> dict[str, Any] | None:
+        """Params of the identify call made on every new connection (None: no identify)."""
+        return None
+
+
+class SyncStub(_StubBase):
+    """Blocking stub: one call at a time over one connection."""
+
+    def __init_subclass__(cls, api: type[Api] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if api is not None:
+            cls._bind_api(api, _sync_method)
+
+    def __init__(
+        self, socket_path: str | os.PathLike[str] | None = None, *, timeout: float = 60.0
+    ) -> None:
+        super().__init__(socket_path, timeout)
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+        self._pid = os.getpid()
+        self._was_connected = False
+
+    def close(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        self._sock = None
+        self._buf.clear()
+
+    def __enter__(self) -> SyncStub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _connect(self) -> None:
+        deadline = time.monotonic() + (RECONNECT_WINDOW if self._was_connected else 0.0)
+        delay = 0.01
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(str(self.socket_path))
+                break
+            except OSError as exc:
+                sock.close()
+                if time.monotonic() + delay > deadline:
+                    raise self._unreachable(exc) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        self._sock = sock
+        self._buf.clear()
+        self._was_connected = True
+        ident = self._identify_params()
+        if ident is not None:
+            spec = self._api.methods()["identify"]
+            self._on_identified(self._result(spec, self._exchange(spec, ident, self.timeout)))
+
+    def _on_identified(self, result: Any) -> None:
+        """Hook for stubs that identify: keep what identify answered."""
+
+    def _exchange(
+        self, spec: MethodSpec, params: dict[str, Any], timeout: float | None
+    ) -> Response:
+        request_id, frame = self._request(spec, params)
+        sock = self._sock
+        assert sock is not None
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(frame)
+        except OSError as exc:
+            raise _Broken(exc, sent=False) from None
+        try:
+            while True:
+                response = decode_response(self._read_line(sock))
+                if response.id == request_id:
+                    return response
+        except TimeoutError:
+            self.close()
+            raise errors.Timeout(
+                f"{spec.name}: no answer from {self.socket_path} within {timeout} s"
+            ) from None
+        except (OSError, EOFError, msgspec.DecodeError) as exc:
+            raise _Broken(exc, sent=True) from None
+
+    def _read_line(self, sock: socket.socket) -> bytes:
+        buf = self._buf
+        start = 0
+        while True:
+            end = buf.find(b"\n", start)
+            if end >= 0:
+                line = bytes(buf[:end])
+                del buf[: end + 1]
+                return line
+            start = len(buf)
+            chunk = sock.recv(_RECV)
+            if not chunk:
+                raise EOFError("the daemon closed the connection")
+            buf += chunk
+
+    def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        params = spec.encode_params(args, kwargs)
+        timeout = self._call_timeout(spec, params)
+        if os.getpid() != self._pid:  # forked: the connection and identity are the parent's
+            self._sock = None
+            self._buf.clear()
+            self._pid = os.getpid()
+        for attempt in (1, 2):
+            try:
+                if self._sock is None:
+                    self._connect()
+                return self._result(spec, self._exchange(spec, params, timeout))
+            except _Broken as broken:
+                self.close()
+                if attempt == 1 and (not broken.sent or spec.options.reissue):
+                    continue
+                raise self._unreachable(broken.cause) from None
+        raise AssertionError("unreachable")
+
+
+def _sync_method(spec: MethodSpec) -> Callable[..., Any]:
+    def call(self: SyncStub, *args: Any, **kwargs: Any) -> Any:
+        return self._invoke(spec, args, kwargs)
+
+    return call
+
+
+class AsyncStub(_StubBase):
+    """asyncio stub: many calls in flight over one connection, matched by id."""
+
+    def __init_subclass__(cls, api: type[Api] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if api is not None:
+            cls._bind_api(api, _async_method)
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]: ...
+
+    def __init__(
+        self, socket_path: str | os.PathLike[str] | None = None, *, timeout: float = 60.0
+    ) -> None:
+        super().__init__(socket_path, timeout)
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._waiting: dict[int, asyncio.Future[Response]] = {}
+        self._connecting: asyncio.Lock | None = None
+        self._was_connected = False
+
+    async def close(self) -> None:
+        """Close the connection; calls in flight fail with ConnectionError."""
+        writer, self._writer = self._writer, None
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            self._reader_task = None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        self._fail_waiting(EOFError("connection closed"))
+
+    async def __aenter__(self) -> AsyncStub:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _fail_waiting(self, cause: BaseException) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for fut in waiting.values():
+            if not fut.done():
+                fut.set_exception(_Broken(cause, sent=True))
+
+    async def _ensure_connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            await self._open()
+            assert self._writer is not None
+            return self._writer
+
+    async def _open(self) -> None:
+        deadline = time.monotonic() + (RECONNECT_WINDOW if self._was_connected else 0.0)
+        delay = 0.01
+        while True:
+            try:
+                reader, writer = await asyncio.open_unix_connection(
+                    str(self.socket_path), limit=2**31
+                )
+                break
+            except OSError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise self._unreachable(exc) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        self._writer = writer
+        self._was_connected = True
+        self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
+        ident = self._identify_params()
+        if ident is not None:
+            spec = self._api.methods()["identify"]
+            response = await self._exchange(writer, spec, ident, self.timeout)
+            self._on_identified(self._result(spec, response))
+
+    def _on_identified(self, result: Any) -> None:
+        """Hook for stubs that identify: keep what identify answered."""
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    raise EOFError("the daemon closed the connection")
+                response = decode_response(line)
+                fut = self._waiting.pop(response.id, None) if isinstance(response.id, int) else None
+                if fut is not None and not fut.done():
+                    fut.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self._writer is not None:
+                self._writer.close()
+            self._writer = None
+            self._fail_waiting(exc)
+
+    async def _exchange(
+        self,
+        writer: asyncio.StreamWriter,
+        spec: MethodSpec,
+        params: dict[str, Any],
+        timeout: float | None,
+    ) -> Response:
+        request_id, frame = self._request(spec, params)
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = fut
+        try:
+            writer.write(frame)
+        except OSError as exc:
+            self._waiting.pop(request_id, None)
+            raise _Broken(exc, sent=False) from None
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise errors.Timeout(
+                f"{spec.name}: no answer from {self.socket_path} within {timeout} s"
+            ) from None
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        params = spec.encode_params(args, kwargs)
+        timeout = self._call_timeout(spec, params)
+        for attempt in (1, 2):
+            try:
+                writer = await self._ensure_connected()
+                return self._result(spec, await self._exchange(writer, spec, params, timeout))
+            except _Broken as broken:
+                await self.close()
+                if attempt == 1 and (not broken.sent or spec.options.reissue):
+                    continue
+                raise self._unreachable(broken.cause) from None
+        raise AssertionError("unreachable")
+
+
+def _async_method(spec: MethodSpec) -> Callable[..., Any]:
+    async def call(self: AsyncStub, *args: Any, **kwargs: Any) -> Any:
+        return await self._invoke(spec, args, kwargs)
+
+    return call

@@ -1,0 +1,120 @@
+"""One declaration per method: the server table and both stubs derive from it."""
+
+from __future__ import annotations
+
+import inspect
+
+import msgspec
+import pytest
+
+from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient, errors
+from client.api.declare import Api, rpc
+from client.api.luxi import LuxiApi
+from client.api.wconfd import WConfdApi
+from client.daemon.dispatch import build_methods
+from luxid.service import LuxidService
+from wconfd.service import WConfdService
+
+
+@pytest.mark.parametrize(
+    ("api", "stubs", "service"),
+    [
+        (WConfdApi, (WConfdClient, AsyncWConfdClient), WConfdService),
+        (LuxiApi, (LuxiClient, AsyncLuxiClient), LuxidService),
+    ],
+)
+def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
+    declared = set(api.methods())
+    assert {"ping", "version"} <= declared
+    assert set(build_methods(api, service())) == declared
+    for stub in stubs:
+        for name, spec in api.methods().items():
+            method = getattr(stub, name)
+            assert method.__doc__ == spec.doc
+            if stub.__name__.startswith("Async"):
+                assert inspect.iscoroutinefunction(method)
+
+
+def test_a_new_declaration_appears_in_stub_and_server_alike():
+    class DemoApi(Api):
+        @rpc()
+        def add(self, a: int, b: int = 2) -> int:
+            """Add two numbers."""
+
+    from client.stubs import SyncStub
+
+    class DemoClient(SyncStub, api=DemoApi):
+        _daemon = "demo"
+
+    class Impl:
+        async def add(self, conn: object, a: int, b: int) -> int:
+            return a + b
+
+    assert set(build_methods(DemoApi, Impl())) == {"add"}
+    assert DemoClient.add.__doc__ == "Add two numbers."
+    spec = DemoApi.methods()["add"]
+    assert spec.param_names == ("a", "b")
+    assert spec.required == {"a"}
+    assert spec.encode_params((1,), {}) == {"a": 1}
+    assert msgspec.structs.asdict(spec.decode_params([], {"a": 1})) == {"a": 1, "b": 2}
+
+
+def test_implementation_must_match_the_declaration():
+    class DemoApi(Api):
+        @rpc()
+        def add(self, a: int, b: int) -> int:
+            """Add."""
+
+    class WrongNames:
+        async def add(self, conn: object, x: int, y: int) -> int:
+            return x + y
+
+    class Missing:
+        pass
+
+    with pytest.raises(TypeError, match="declares"):
+        build_methods(DemoApi, WrongNames())
+    with pytest.raises(TypeError, match="must implement"):
+        build_methods(DemoApi, Missing())
+
+
+def test_param_errors_name_the_param():
+    spec = WConfdApi.methods()["identify"]
+    with pytest.raises(errors.InvalidParams, match="`pid`"):
+        spec.decode_params([], {"job_id": 1, "pid": "x", "start_time": 1.0})
+    with pytest.raises(errors.InvalidParams, match="pid"):
+        spec.decode_params([], {"job_id": 1, "start_time": 1.0})
+    with pytest.raises(errors.InvalidParams, match="bogus"):
+        spec.decode_params([], {"job_id": 1, "pid": 1, "start_time": 1.0, "bogus": 1})
+    with pytest.raises(errors.InvalidParams, match="at most 4"):
+        spec.decode_params([1, 2, 3, 4, 5], {})
+
+
+def test_stub_rejects_bad_call_shapes_before_sending():
+    client = WConfdClient("/nonexistent.sock")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        client.identify(job_id=1, pid=1, start_time=1.0, nope=2)
+    with pytest.raises(TypeError, match="missing required"):
+        client.identify(job_id=1)
+
+
+def test_error_classes_follow_the_table():
+    assert errors.LockOrderError.code == -32010
+    assert (
+        errors.from_wire(
+            {"code": -32012, "message": "m", "data": {"type": "DeadlockError"}}
+        ).__class__
+        is errors.DeadlockError
+    )
+    unknown = errors.from_wire({"code": -32099 - 1, "message": "odd", "data": None})
+    assert type(unknown) is errors.RpcError and unknown.code == -32100
+    for cls in errors.WIRE_ERRORS:
+        exc = cls("boom")
+        assert exc.to_wire() == {
+            "code": cls.code,
+            "message": "boom",
+            "data": {"type": cls.__name__},
+        }
+        assert issubclass(cls, errors.RpcError)
+    assert issubclass(errors.ConnectionError, errors.RpcError)
+    assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 22

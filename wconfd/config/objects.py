@@ -1,0 +1,217 @@
+"""The configuration document of SPEC §5 as msgspec Structs.
+
+Every object is a frozen Struct that forbids unknown fields, so one decoded object can be
+shared by the live state, the change record and the reply without copying.  Sequences are
+tuples (they encode as JSON arrays) so nothing shared can be mutated in place.
+
+Choices for what §5 leaves open (documented here because clients see them):
+
+- `uuid` defaults to "" meaning "generate one" (add only); `serial_no`, `ctime`, `mtime`
+  default to 0 and are always overwritten by the daemon.
+- node: `group` defaults to "" = the group named "default" (or the only group);
+  `primary_ip` None; `offline`/`drained`/`master_candidate` False; `vm_capable` True.
+- instance: `memory` 128 MiB and `vcpus` 1 (Ganeti's defaults); `admin_state` "down";
+  disk `mode` "rw" ("rw" | "ro"), disk `size` in MiB (required); nic `mac` required,
+  `ip` and `network` None.
+- network: `network` (CIDR) required, `gateway` None.
+- filter: `priority` 0, `watermark` 0, `predicates` [], `action` "ACCEPT",
+  `reason_trail` []; `action` is a string or ["RATE_LIMIT", n] (checked semantically).
+- References may be given as a name on input; they are stored as uuids (see validation).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias, get_args
+
+import msgspec
+
+from client.errors import InvalidParams
+
+Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
+KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
+# The kinds stored as maps keyed by uuid, with the document field holding each map.
+MAP_KINDS: Final[tuple[Kind, ...]] = ("nodegroup", "node", "instance", "network", "filter")
+DOC_FIELD: Final[dict[Kind, str]] = {
+    "nodegroup": "nodegroups",
+    "node": "nodes",
+    "instance": "instances",
+    "network": "networks",
+    "filter": "filters",
+}
+# The kinds whose objects have a unique name (a filter is known by its uuid only).
+NAMED_KINDS: Final[tuple[Kind, ...]] = ("cluster", "nodegroup", "node", "instance", "network")
+
+LockEnforcement: TypeAlias = Literal["enforce", "warn"]
+AdminState: TypeAlias = Literal["up", "down", "offline"]
+DiskMode: TypeAlias = Literal["rw", "ro"]
+
+DEFAULT_CLUSTER_NAME: Final = "lockwarden"
+DEFAULT_GROUP_NAME: Final = "default"
+DOCUMENT_VERSION: Final = 1
+
+
+class _Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Common Struct options: immutable, strict about unknown fields, keyword-only."""
+
+
+class Cluster(_Base, frozen=True, kw_only=True):
+    """The single cluster object (key ignored; no add/remove)."""
+
+    uuid: str = ""
+    name: str = DEFAULT_CLUSTER_NAME
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    max_running_jobs: int = 20
+    mac_prefix: str = "aa:00:00"
+    lock_enforcement: LockEnforcement = "enforce"
+    tags: tuple[str, ...] = ()
+
+
+class NodeGroup(_Base, frozen=True, kw_only=True):
+    """A node group; nodes reference it by uuid."""
+
+    uuid: str = ""
+    name: str
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    tags: tuple[str, ...] = ()
+
+
+class Node(_Base, frozen=True, kw_only=True):
+    """A node; `group` is a nodegroup uuid ("" on input = the default group)."""
+
+    uuid: str = ""
+    name: str
+    group: str = ""
+    primary_ip: str | None = None
+    offline: bool = False
+    drained: bool = False
+    master_candidate: bool = False
+    vm_capable: bool = True
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    tags: tuple[str, ...] = ()
+
+
+class Disk(_Base, frozen=True, kw_only=True):
+    """An instance disk; `size` in MiB, `uuid` generated when empty."""
+
+    uuid: str = ""
+    size: int
+    mode: DiskMode = "rw"
+
+
+class Nic(_Base, frozen=True, kw_only=True):
+    """An instance NIC; `network` is a network uuid or None."""
+
+    mac: str
+    ip: str | None = None
+    network: str | None = None
+
+
+class Instance(_Base, frozen=True, kw_only=True):
+    """An instance; node references are node uuids, `memory` in MiB."""
+
+    uuid: str = ""
+    name: str
+    primary_node: str
+    secondary_nodes: tuple[str, ...] = ()
+    memory: int = 128
+    vcpus: int = 1
+    disks: tuple[Disk, ...] = ()
+    nics: tuple[Nic, ...] = ()
+    admin_state: AdminState = "down"
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    tags: tuple[str, ...] = ()
+
+
+class Network(_Base, frozen=True, kw_only=True):
+    """An IP network (CIDR) with an optional gateway inside it."""
+
+    uuid: str = ""
+    name: str
+    network: str
+    gateway: str | None = None
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    tags: tuple[str, ...] = ()
+
+
+class Filter(_Base, frozen=True, kw_only=True):
+    """A job filter rule (SPEC §6.3); the config checks its shape, luxid its semantics."""
+
+    uuid: str = ""
+    priority: int = 0
+    watermark: int = 0
+    predicates: tuple[Any, ...] = ()
+    action: Any = "ACCEPT"
+    reason_trail: tuple[Any, ...] = ()
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+
+
+ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter
+MapObject: TypeAlias = NodeGroup | Node | Instance | Network | Filter
+
+KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
+    "cluster": Cluster,
+    "nodegroup": NodeGroup,
+    "node": Node,
+    "instance": Instance,
+    "network": Network,
+    "filter": Filter,
+}
+
+
+class ConfigDocument(_Base, frozen=True, kw_only=True):
+    """The whole configuration, exactly the shape `get_config` returns (SPEC §5)."""
+
+    version: int = DOCUMENT_VERSION
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    cluster: Cluster
+    nodegroups: dict[str, NodeGroup] = {}
+    nodes: dict[str, Node] = {}
+    instances: dict[str, Instance] = {}
+    networks: dict[str, Network] = {}
+    filters: dict[str, Filter] = {}
+
+
+def check_kind(kind: object) -> Kind:
+    """Return `kind` if it is one of the six kinds, else InvalidParams naming `kind`."""
+    if isinstance(kind, str) and kind in KIND_TYPES:
+        return kind
+    raise InvalidParams(
+        f"kind: unknown object kind {kind!r}; expected one of {', '.join(KINDS)}",
+        {"param": "kind"},
+    )
+
+
+def convert_object(kind: Kind, data: object, param: str = "object") -> ConfigObject:
+    """Turn a wire value (a JSON object) into the kind's Struct.
+
+    Type errors of the RPC param itself (not an object, wrong field type, unknown field,
+    missing required field, bad enum value) raise InvalidParams naming the param and the
+    field path; range and reference checks come later and raise ConfigValidationError.
+    An already-typed Struct of the right kind is accepted as is.
+    """
+    cls = KIND_TYPES[kind]
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, dict):
+        raise InvalidParams(
+            f"{param}: a {kind} must be a JSON object, got {type(data).__name__}",
+            {"param": param},
+        )
+    try:
+        return msgspec.convert(data, type=cls)
+    except msgspec.ValidationError as exc:
+        raise InvalidParams(f"{param}: invalid {kind}: {exc}", {"param": param}) from None

@@ -1,0 +1,44 @@
+"""`lw-wconfd`: the configuration and lock daemon's entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from client.api.wconfd import WConfdApi
+from client.daemon.dispatch import build_methods
+from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
+from client.daemon.server import RpcServer
+from client.paths import WCONFD_SOCKET
+from wconfd.service import WConfdService
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the options and run wconfd until SIGTERM."""
+    parser = daemon_parser(
+        "lw-wconfd", "Lockwarden's configuration and lock daemon (JSON-RPC on a Unix socket)."
+    )
+    parser.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="period of the psutil death sweep that backs pidfd watching (default 5)",
+    )
+    args = parser.parse_args(argv)
+
+    async def serve(socket_path: Path, state_dir: Path) -> None:
+        service = WConfdService(sweep_interval=args.sweep_interval)
+        server = RpcServer(
+            socket_path,
+            build_methods(WConfdApi, service, service.guard),
+            max_message_bytes=args.max_message_bytes,
+            group=args.group,
+            on_disconnect=service.disconnected,
+        )
+        service.start()
+        try:
+            await serve_until_stopped(server, "wconfd")
+        finally:
+            service.close()
+
+    return run_daemon("wconfd", WCONFD_SOCKET, args, serve)
