@@ -113,7 +113,7 @@ def validate_action(action: Any) -> WireAction:
         return ["RATE_LIMIT", n]
     raise _err(
         "action",
-        f"{action!r} is not one of ACCEPT, PAUSE, REJECT, CONTINUE, [\"RATE_LIMIT\", n]",
+        f'{action!r} is not one of ACCEPT, PAUSE, REJECT, CONTINUE, ["RATE_LIMIT", n]',
     )
 
 
@@ -156,9 +156,7 @@ def validate_predicates(predicates: Any) -> list[Any]:
                 part, f"unknown predicate {name!r} (expected one of {', '.join(PREDICATE_NAMES)})"
             )
         if len(pred) != 2:
-            raise _err(
-                part, f"{name} takes exactly one expression, got {len(pred) - 1} arguments"
-            )
+            raise _err(part, f"{name} takes exactly one expression, got {len(pred) - 1} arguments")
         try:
             expr = query.parse(pred[1])
         except FilterError as exc:
@@ -272,7 +270,7 @@ def _jobid_test(expr: query.Expr, watermark: int) -> JobTest | bool:
 
 def _opcode_test(op_test: Callable[[Mapping[str, Any]], bool]) -> JobTest:
     def test(job: FilterJob) -> bool:
-        for op in job.ops:
+        for op in job.ops:  # noqa: SIM110 - a loop is faster than any() over a generator
             if op_test(op):
                 return True
         return False
@@ -289,7 +287,7 @@ def _reason_test(expr: query.Expr) -> JobTest | bool:
     f = c
 
     def test(job: FilterJob) -> bool:
-        for entry in job.reasons:
+        for entry in job.reasons:  # noqa: SIM110 - faster than any() over a generator
             if f(entry) is True:
                 return True
         return False
@@ -454,8 +452,8 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
 # The evaluator
 
 # (check, verdict): the rule applies to a job iff check is None or check(job).
-Entry: TypeAlias = tuple["JobTest | None", Verdict]
-_Indexed: TypeAlias = tuple[int, "JobTest | None", Verdict]  # (position in the order, ...)
+Entry: TypeAlias = tuple[JobTest | None, Verdict]
+_Indexed: TypeAlias = tuple[int, JobTest | None, Verdict]  # (position in the order, ...)
 _EMPTY: Final[frozenset[str]] = frozenset()
 _CACHE_LIMIT: Final = 100_000
 
@@ -570,8 +568,9 @@ class FilterChain:
         out: list[_Indexed] = []
         for pos in sorted(positions):
             cr = self._active[pos]
-            if all(any(t(op) for op in fake_ops) for t in cr.opset_tests):
-                out.append((pos, cr.residual, cr.verdict))  # type: ignore[arg-type]
+            verdict = cr.verdict
+            if verdict is not None and all(any(t(op) for op in fake_ops) for t in cr.opset_tests):
+                out.append((pos, cr.residual, verdict))
         part = tuple(out)
         if len(self._ops_cache) >= _CACHE_LIMIT:
             self._ops_cache.clear()
@@ -586,7 +585,10 @@ class FilterChain:
             self._id_cache[segment] = part
         return part
 
-    def _entries(self, job: FilterJob, key: Any, rk: frozenset[str], sk: frozenset[str]) -> tuple[Entry, ...]:  # fmt: skip
+    def _entries(
+        self, job: FilterJob, key: Any, rk: frozenset[str], sk: frozenset[str]
+    ) -> tuple[Entry, ...]:
+        """Merge the candidate rules of the job's signature `key`, in order (memoised)."""
         found: dict[int, _Indexed] = {e[0]: e for e in self._general}
         for e in self._ops_part(job.op_ids):
             found[e[0]] = e
