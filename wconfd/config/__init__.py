@@ -1,0 +1,86 @@
+"""The configuration core of wconfd (SPEC §5, §5.1): pure code, no files, sockets or clocks.
+
+- `objects`: the document's msgspec Structs and wire conversion (InvalidParams on types).
+- `validation`: field checks (ConfigValidationError naming object and field).
+- `state`: `ConfigState` with O(1) reads/writes, plans (`Plan`) and `apply`.
+- `records`: the change records the journal stores.
+- `enforcement`: which locks a write needs and the check (LockNotHeld / warning).
+- `reservations`: the temporary reservation table.
+"""
+
+from .enforcement import check_locks, locks_for_write, missing_locks
+from .objects import (
+    KINDS,
+    Cluster,
+    ConfigDocument,
+    ConfigObject,
+    Disk,
+    Filter,
+    Instance,
+    Kind,
+    Network,
+    Nic,
+    Node,
+    NodeGroup,
+    check_kind,
+    convert_object,
+)
+from .records import (
+    ConfigChange,
+    PutCluster,
+    PutFilter,
+    PutInstance,
+    PutNetwork,
+    PutNode,
+    PutNodeGroup,
+    RemoveObject,
+)
+from .reservations import (
+    Release,
+    ReleaseAll,
+    ReservationChange,
+    ReservationConflict,
+    ReservationSnapshot,
+    ReservationTable,
+    Reserve,
+)
+from .state import ChangeOutOfOrder, ConfigState, Plan, new_uuid4
+
+__all__ = [
+    "KINDS",
+    "ChangeOutOfOrder",
+    "Cluster",
+    "ConfigChange",
+    "ConfigDocument",
+    "ConfigObject",
+    "ConfigState",
+    "Disk",
+    "Filter",
+    "Instance",
+    "Kind",
+    "Network",
+    "Nic",
+    "Node",
+    "NodeGroup",
+    "Plan",
+    "PutCluster",
+    "PutFilter",
+    "PutInstance",
+    "PutNetwork",
+    "PutNode",
+    "PutNodeGroup",
+    "Release",
+    "ReleaseAll",
+    "RemoveObject",
+    "ReservationChange",
+    "ReservationConflict",
+    "ReservationSnapshot",
+    "ReservationTable",
+    "Reserve",
+    "check_kind",
+    "check_locks",
+    "convert_object",
+    "locks_for_write",
+    "missing_locks",
+    "new_uuid4",
+]
