@@ -175,7 +175,12 @@ def finish_opcode(job: Job, index: int, now: float, success: bool, result: Any =
 
 
 def add_log(job: Job, index: int, now: float, log_type: str, message: Any) -> Job:
-    """Append a log entry to opcode `index` with the job's next serial (global per job)."""
+    """Append a log entry to opcode `index` with the job's next serial (global per job).
+
+    Refused on a finalized job: nothing may change a job after its end.
+    """
+    if job_status(job) in FINALIZED:
+        raise errors.InvalidParams(f"job {job.id} is finalized; no more log entries")
     if not 0 <= index < len(job.ops):
         raise errors.InvalidParams(f"job {job.id} has no opcode {index}")
     serial = job.log_serial + 1
