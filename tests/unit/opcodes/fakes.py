@@ -289,7 +289,11 @@ def acquire(op: OpCode[Any], ctx: FakeConfig) -> list[LockPhase]:
 
 
 def run(op: dict[str, Any], ctx: FakeConfig) -> Any:
-    """Validate, lock and execute one opcode dict against the fake; returns the result."""
+    """Validate, lock and execute one opcode dict against the fake; returns the result.
+
+    Each run starts without locks, as the job process frees them after every opcode.
+    """
+    ctx.locks.held.clear()
     opcode = REGISTRY.build(op)
     acquire(opcode, ctx)
     assert isinstance(ctx, FakeContext)
