@@ -137,12 +137,12 @@ class OpcodeRegistry:
     def _ensure_builtins(self) -> None:
         if not self._want_builtins:
             return
-        self._want_builtins = False
         from jobproc.opcodes.builtin import BUILTIN_OPCODES
 
         for cls in BUILTIN_OPCODES:
             self._classes.setdefault(cls.OP_ID, _check_class(cls))
         self._builtin_ids = frozenset(c.OP_ID for c in BUILTIN_OPCODES)
+        self._want_builtins = False
 
     def _ensure_plugins(self) -> None:
         if self._plugins_loaded:
