@@ -62,10 +62,12 @@ class OpParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     priority: Priority = OP_PRIO_DEFAULT
     depends: list[JobDependency] | None = None
-    reason: list[ReasonEntry] = []
+    reason: list[ReasonEntry] | None = []  # null is accepted and becomes []
     comment: str | None = None
 
     def __post_init__(self) -> None:
+        if self.reason is None:
+            self.reason = []
         for i, (job_id, _) in enumerate(self.depends or ()):
             if job_id == 0:
                 raise param_error(

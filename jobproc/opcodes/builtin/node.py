@@ -220,7 +220,7 @@ class NodeEvacuate(OpCode[NodeEvacuateParams]):
         if not names:
             ctx.log(f"Node {node['name']!r} has no primary instances")
             return []
-        reason = [list(entry) for entry in self.params.reason]
+        reason = [list(entry) for entry in self.params.reason or ()]
         jobs = [
             [{
                 "OP_ID": "OP_INSTANCE_MIGRATE",

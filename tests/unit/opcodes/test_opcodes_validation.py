@@ -217,6 +217,9 @@ def test_malformed_opcodes(op: Any) -> None:
 def test_defaults_of_common_params() -> None:
     _, params = validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0})
     assert (params.priority, params.depends, params.reason, params.comment) == (0, None, [], None)
+    _, params = validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0, "reason": None,
+                                 "depends": None, "comment": None})
+    assert (params.depends, params.reason, params.comment) == (None, [], None)
 
 
 def test_validate_job_names_the_opcode_index() -> None:
