@@ -1,0 +1,23 @@
+"""Durable storage for wconfd's state machines (config, locks, reservations).
+
+I/O lives here and only here.  `LocalStore` is an append-only journal with group commit
+and atomic JSON snapshots, generic over the record and snapshot types; `DurableStore` is
+the small interface (open/load, append, snapshot, close) a replicated store can implement
+later (SPEC §13).  `recover` rebuilds any state from a store.
+"""
+
+from .errors import JournalCorruptError, SnapshotCorruptError, StorageCorruptError
+from .fileops import FileOps
+from .store import DurableStore, Loaded, LocalStore, StoreStats, recover
+
+__all__ = [
+    "DurableStore",
+    "FileOps",
+    "JournalCorruptError",
+    "Loaded",
+    "LocalStore",
+    "SnapshotCorruptError",
+    "StorageCorruptError",
+    "StoreStats",
+    "recover",
+]

@@ -1,0 +1,99 @@
+"""Snapshot files: indented JSON, written atomically, checked on load.
+
+Layout (field order fixed so a human sees the header first):
+
+    {"format": "lockwarden-snapshot", "name": NAME, "seq": N, "crc32": C, "state": {...}}
+
+`seq` is the last journal record the state includes; `crc32` is the CRC of the state's
+compact JSON, so a damaged file is refused.  An operator who edits the state by hand
+removes the `crc32` field (then it is not checked).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Final, TypeVar
+
+import msgspec
+
+from .errors import SnapshotCorruptError
+from .fileops import FileOps
+
+FORMAT: Final = "lockwarden-snapshot"
+T = TypeVar("T")
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """The snapshot file's top level; `state` is decoded separately with its own type."""
+
+    format: str
+    name: str
+    seq: int
+    state: msgspec.Raw
+    crc32: int | None = None
+
+
+class _Header(msgspec.Struct):
+    """The header fields in file order (the state is appended as raw JSON)."""
+
+    format: str
+    name: str
+    seq: int
+    crc32: int
+
+
+def encode_snapshot(name: str, seq: int, state_json: bytes, indent: int = 1) -> bytes:
+    """The file contents for `state_json` (compact JSON of the state) at `seq`."""
+    header = msgspec.json.encode(
+        _Header(format=FORMAT, name=name, seq=seq, crc32=zlib.crc32(state_json))
+    )
+    body = header[:-1] + b',"state":' + state_json + b"}"
+    return msgspec.json.format(body, indent=indent) + b"\n" if indent >= 0 else body
+
+
+def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> tuple[int, T]:
+    """(seq, state) from a snapshot file's contents; SnapshotCorruptError saying what is
+    wrong otherwise."""
+    try:
+        env = msgspec.json.decode(data, type=Envelope)
+    except msgspec.DecodeError as exc:
+        raise SnapshotCorruptError(path, f"not a valid snapshot file: {exc}") from None
+    if env.format != FORMAT:
+        raise SnapshotCorruptError(path, f"format is {env.format!r}, not {FORMAT!r}")
+    if env.name != name:
+        raise SnapshotCorruptError(path, f"snapshot of {env.name!r}, expected {name!r}")
+    if env.seq < 0:
+        raise SnapshotCorruptError(path, f"negative seq {env.seq}")
+    if env.crc32 is not None:
+        compact = msgspec.json.format(env.state, indent=-1)
+        if zlib.crc32(compact) != env.crc32:
+            raise SnapshotCorruptError(
+                path,
+                "state checksum mismatch (damaged file; if it was edited by hand on purpose, "
+                "delete the crc32 field)",
+            )
+    try:
+        state = msgspec.json.decode(env.state, type=state_type)
+    except msgspec.DecodeError as exc:
+        raise SnapshotCorruptError(path, f"invalid state: {exc}") from None
+    return env.seq, state
+
+
+def write_atomic(path: str, data: bytes, ops: FileOps) -> None:
+    """Replace `path` with `data` atomically and durably: temp file in the same
+    directory, fsync, rename, fsync of the directory.  OSError on failure (the old file
+    stays; the temp file is removed)."""
+    tmp = path + ".tmp"
+    fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        try:
+            ops.pwrite(fd, data, 0)
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        ops.replace(tmp, path)
+    except BaseException:
+        ops.unlink(tmp)
+        raise
+    ops.fsync_dir(os.path.dirname(path) or ".")
