@@ -349,15 +349,21 @@ class JobStore:
         At most `limit` jobs (oldest ids first) in this call, so the shell can honour a
         timeout by calling it in chunks. Returns (archived ids, how many such jobs remain).
         """
-        sql = (
-            "SELECT id FROM jobs WHERE archived = 0 AND age_ts IS NOT NULL AND age_ts < ?"
-            f" AND status IN {_FINALIZED_SQL} ORDER BY id"
+        where = (
+            "FROM jobs WHERE archived = 0 AND age_ts IS NOT NULL AND age_ts < ?"
+            f" AND status IN {_FINALIZED_SQL}"
         )
         with self.transaction() as tx:
-            ids = [r[0] for r in self._conn.execute(sql, (older_than,))]
-            chosen = ids if limit is None else ids[: max(0, limit)]
-            done = tx.archive(chosen)
-        return done, len(ids) - len(done)
+            total = self._conn.execute(f"SELECT COUNT(*) {where}", (older_than,)).fetchone()[0]
+            cap = total if limit is None else max(0, limit)
+            ids = [
+                r[0]
+                for r in self._conn.execute(
+                    f"SELECT id {where} ORDER BY id LIMIT ?", (older_than, cap)
+                )
+            ]
+            done = tx.archive(ids)
+        return done, int(total) - len(done)
 
     # ---------------------------------------------------------------- reads
 
