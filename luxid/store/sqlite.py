@@ -385,11 +385,12 @@ class JobStore:
         The non-finalized ones carry process_id/process_start, so the shell can reattach
         to live job processes and fail the dead ones (`process_exited`).
         """
-        rows = self._read("SELECT id, archived, data FROM jobs WHERE archived = 0 ORDER BY id")
-        log_rows = self._read(
-            "SELECT l.job_id, l.op_index, l.entry FROM jobs j JOIN logs l ON l.job_id = j.id"
-            " WHERE j.archived = 0 ORDER BY l.job_id, l.serial"
-        )
+        with self._lock:  # both reads see the same committed state
+            rows = self._read("SELECT id, archived, data FROM jobs WHERE archived = 0 ORDER BY id")
+            log_rows = self._read(
+                "SELECT l.job_id, l.op_index, l.entry FROM jobs j JOIN logs l ON l.job_id = j.id"
+                " WHERE j.archived = 0 ORDER BY l.job_id, l.serial"
+            )
         per_job: dict[int, list[tuple[int, bytes]]] = {}
         for job_id, op_index, entry in log_rows:
             per_job.setdefault(job_id, []).append((op_index, entry))
@@ -410,12 +411,15 @@ class JobStore:
         for chunk_start in range(0, len(wanted), 500):
             chunk = wanted[chunk_start : chunk_start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._read(f"SELECT id, archived, data FROM jobs WHERE id IN ({marks})", chunk)
-            log_rows = self._read(
-                f"SELECT job_id, op_index, entry FROM logs WHERE job_id IN ({marks})"
-                " ORDER BY job_id, serial",
-                chunk,
-            )
+            with self._lock:  # both reads see the same committed state
+                rows = self._read(
+                    f"SELECT id, archived, data FROM jobs WHERE id IN ({marks})", chunk
+                )
+                log_rows = self._read(
+                    f"SELECT job_id, op_index, entry FROM logs WHERE job_id IN ({marks})"
+                    " ORDER BY job_id, serial",
+                    chunk,
+                )
             per_job: dict[int, list[tuple[int, bytes]]] = {}
             for job_id, op_index, entry in log_rows:
                 per_job.setdefault(job_id, []).append((op_index, entry))
