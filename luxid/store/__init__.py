@@ -11,6 +11,7 @@ from luxid.store.sqlite import (
     JobStore,
     StoreTransaction,
     default_path,
+    open_store,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "JobStore",
     "StoreTransaction",
     "default_path",
+    "open_store",
 ]

@@ -247,6 +247,7 @@ class JobStore:
     def open(cls, path: str | os.PathLike[str]) -> JobStore:
         """Open (creating if needed) the database at `path` with WAL and synchronous=FULL."""
         db_path = Path(path)
+        conn: sqlite3.Connection | None = None
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not db_path.exists()
@@ -274,9 +275,13 @@ class JobStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        except sqlite3.Error as exc:
-            raise errors.StorageError(f"{db_path}: cannot open job store: {exc}") from exc
-        return cls(conn, db_path)
+            return cls(conn, db_path)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise errors.StorageError(f"{db_path}: cannot open job store: {exc}") from exc
+            raise
 
     def close(self) -> None:
         """Close the database (checkpointing the WAL)."""
@@ -470,3 +475,8 @@ class JobStore:
                 (int(archived),),
             )
         return {status: n for status, n in rows}
+
+
+def open_store(path: str | os.PathLike[str]) -> JobStore:
+    """Open (creating if needed) the job database at `path`; see `JobStore.open`."""
+    return JobStore.open(path)
