@@ -47,16 +47,27 @@ class FilterJob:
       opcode predicate ignores the common params `priority depends reason comment`.
     - `reasons`: every reason entry `(source, text, timestamp_ns)` of every opcode, in order;
       by default read from each op's `reason` param.  Malformed entries are skipped.
-    - derived: `op_ids`, `reason_texts`, `reason_sources` (frozensets) and `buckets` (the
-      reason-rate-limit bucket keys `"<n>:<label>"`, ratelimit.py).
+    - derived: `op_ids`, `op_values` (the `(param, value)` pairs of string-valued own
+      params), `reason_texts`, `reason_sources` (frozensets, for the chain's index) and
+      `buckets` (the reason-rate-limit bucket keys `"<n>:<label>"`, ratelimit.py).
     """
 
-    __slots__ = ("buckets", "id", "op_ids", "ops", "reason_sources", "reason_texts", "reasons")
+    __slots__ = (
+        "buckets",
+        "id",
+        "op_ids",
+        "op_values",
+        "ops",
+        "reason_sources",
+        "reason_texts",
+        "reasons",
+    )
 
     id: int
     ops: tuple[Mapping[str, Any], ...]
     reasons: tuple[ReasonEntry, ...]
     op_ids: frozenset[str]
+    op_values: frozenset[tuple[str, str]]
     reason_texts: frozenset[str]
     reason_sources: frozenset[str]
     buckets: frozenset[str]
@@ -78,6 +89,12 @@ class FilterJob:
             self.reasons = tuple(_entries(list(reasons)))
         self.op_ids = frozenset(
             op_id for op in self.ops if isinstance(op_id := op.get("OP_ID"), str)
+        )
+        self.op_values = frozenset(
+            (k, v)
+            for op in self.ops
+            for k, v in op.items()
+            if isinstance(v, str) and k != "OP_ID" and k not in COMMON_PARAMS
         )
         self.reason_texts = frozenset(e[1] for e in self.reasons)
         self.reason_sources = frozenset(e[0] for e in self.reasons)

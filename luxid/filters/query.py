@@ -245,6 +245,51 @@ def required_values(expr: Expr, field: str) -> frozenset[str] | None:
     return None
 
 
+def required_patterns(expr: Expr, field: str) -> tuple[str, ...] | None:
+    """Regexes one of which must match `field` for the expression to be true, or None."""
+    if isinstance(expr, Regex):
+        return (expr.pattern,) if expr.field == field else None
+    if isinstance(expr, And):
+        for child in expr.children:
+            found = required_patterns(child, field)
+            if found is not None:
+                return found
+        return None
+    if isinstance(expr, Or) and expr.children:
+        out: list[str] = []
+        for child in expr.children:
+            found = required_patterns(child, field)
+            if found is None:
+                return None
+            out.extend(found)
+        return tuple(out)
+    return None
+
+
+def combinable(pattern: str) -> str | None:
+    """`pattern` as a group that can be one alternative of a bigger regex, or None.
+
+    `search(A|B)` finds a match iff `search(A)` or `search(B)` does, so an alternation of many
+    rules' regexes is a one-search prefilter for all of them.  A leading global flag group
+    becomes a scoped one; patterns with back-references are left out (group numbers shift).
+    """
+    body = pattern
+    m = re.match(r"\(\?([aiLmsux]+)\)", pattern)
+    if m:
+        body = f"(?{m.group(1)}:{pattern[m.end() :]})"
+    wrapped = f"(?:{body})"
+    try:
+        compiled = re.compile(wrapped)
+    except re.error:
+        return None
+    if compiled.groups and (_BACKREF.search(pattern) or "(?P" in pattern or "(?(" in pattern):
+        return None  # back-references, named groups and conditionals depend on numbering
+    return wrapped
+
+
+_BACKREF: Final = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]")
+
+
 ID_MIN: Final = -(1 << 63)
 ID_MAX: Final = 1 << 63
 
