@@ -1,6 +1,7 @@
 """Snapshot files: indented JSON, written atomically, checked on load.
 
-Layout (field order fixed so a human sees the header first):
+Layout (field order fixed so a human sees the header first; the state is indented from
+column 0 so it is formatted in one pass, without re-indenting):
 
     {"format": "lockwarden-snapshot", "name": NAME, "seq": N, "crc32": C, "state": {...}}
 
@@ -43,13 +44,21 @@ class _Header(msgspec.Struct):
     crc32: int
 
 
-def encode_snapshot(name: str, seq: int, state_json: bytes, indent: int = 1) -> bytes:
-    """The file contents for `state_json` (compact JSON of the state) at `seq`."""
+def encode_snapshot(name: str, seq: int, state_json: bytes, indent: int = 1) -> list[bytes]:
+    """The file contents for `state_json` (compact JSON of the state) at `seq`, as chunks
+    to write in order.
+
+    The state is formatted on its own at column 0 and never concatenated with the header,
+    so the only long GIL-holding step is one `msgspec.json.format` (~6 ms for 4.5 MB).
+    """
     header = msgspec.json.encode(
         _Header(format=FORMAT, name=name, seq=seq, crc32=zlib.crc32(state_json))
     )
-    body = header[:-1] + b',"state":' + state_json + b"}"
-    return msgspec.json.format(body, indent=indent) + b"\n" if indent >= 0 else body
+    if indent < 0:
+        return [header[:-1] + b',"state":', state_json, b"}"]
+    head = msgspec.json.format(header, indent=indent)
+    head = head[: head.rindex(b"}")].rstrip() + b",\n" + b" " * indent + b'"state": '
+    return [head, msgspec.json.format(state_json, indent=indent), b"\n}\n"]
 
 
 def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> tuple[int, T]:
@@ -80,15 +89,18 @@ def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> t
     return env.seq, state
 
 
-def write_atomic(path: str, data: bytes, ops: FileOps) -> None:
-    """Replace `path` with `data` atomically and durably: temp file in the same
-    directory, fsync, rename, fsync of the directory.  OSError on failure (the old file
-    stays; the temp file is removed)."""
+def write_atomic(path: str, chunks: list[bytes], ops: FileOps) -> None:
+    """Replace `path` with the concatenated `chunks` atomically and durably: temp file in
+    the same directory, fsync, rename, fsync of the directory.  OSError on failure (the
+    old file stays; the temp file is removed)."""
     tmp = path + ".tmp"
     fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         try:
-            ops.pwrite(fd, data, 0)
+            offset = 0
+            for chunk in chunks:
+                ops.pwrite(fd, chunk, offset)
+                offset += len(chunk)
             ops.fsync(fd)
         finally:
             ops.close(fd)

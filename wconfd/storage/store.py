@@ -39,7 +39,7 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, NamedTuple, Protocol, TypeVar
@@ -112,8 +112,9 @@ class DurableStore(Protocol[S, R]):
         """Whether the journal has grown enough that a snapshot should be taken."""
         ...
 
-    async def snapshot(self, state: S | bytes, seq: int | None = None) -> bool:
-        """Store `state` (as of record `seq`) and restart the journal after it."""
+    def snapshot(self, state: S | bytes, seq: int | None = None) -> Awaitable[bool]:
+        """Store `state` (as of record `seq`, default the last durable one; both taken at
+        the call) and restart the journal after it."""
         ...
 
     def snapshot_sync(self, state: S | bytes, seq: int | None = None) -> None:
@@ -298,7 +299,10 @@ class LocalStore(Generic[S, R]):
             if result.torn_bytes or end == 0 < size:
                 log.warning(
                     "%s: dropping %d bytes of torn journal tail at offset %d (%s)",
-                    self.journal_path, result.torn_bytes, result.end, result.reason,
+                    self.journal_path,
+                    result.torn_bytes,
+                    result.end,
+                    result.reason,
                 )
                 self._ops.ftruncate(fd, end)
                 self._ops.fsync(fd)
@@ -402,7 +406,12 @@ class LocalStore(Generic[S, R]):
             loop = self._loop
             assert loop is not None
             future = loop.run_in_executor(
-                self._executor_(), self._io_batch, self._fd, data, start, self._alloc_end,
+                self._executor_(),
+                self._io_batch,
+                self._fd,
+                data,
+                start,
+                self._alloc_end,
                 self._dsync,
             )
             future.add_done_callback(lambda f: self._after_thread_batch(batch, start, data, f))
@@ -419,8 +428,9 @@ class LocalStore(Generic[S, R]):
         try:
             result = future.result()
         except Exception as exc:  # not an OSError: a bug; fail the batch, stop writing
-            result = _IoResult(0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}",
-                               self._dsync)
+            result = _IoResult(
+                0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}", self._dsync
+            )
         self._finish_batch(batch, start, len(data), result)
         self._wake_idle()
         self._kick()
@@ -447,9 +457,7 @@ class LocalStore(Generic[S, R]):
         data = b"".join(encode_frame(p.payload, p.seq, first) for p in batch)
         return data, self._pos
 
-    def _io_batch(
-        self, fd: int, data: bytes, start: int, alloc_end: int, dsync: bool
-    ) -> _IoResult:
+    def _io_batch(self, fd: int, data: bytes, start: int, alloc_end: int, dsync: bool) -> _IoResult:
         """Write and sync one batch; on failure undo it.  Touches no store state (it may
         run on the store thread)."""
         t0 = time.perf_counter()
@@ -606,30 +614,42 @@ class LocalStore(Generic[S, R]):
 
     # ---------------------------------------------------------------- snapshot
 
-    async def snapshot(self, state: S | bytes, seq: int | None = None) -> bool:
-        """Write `state` as the snapshot and restart the journal after `seq`.
+    def snapshot(self, state: S | bytes, seq: int | None = None) -> asyncio.Future[bool]:
+        """Write `state` as the snapshot and restart the journal after `seq`; await the
+        returned future (True when done, False if a snapshot was already running).
 
-        `state` is the state Struct or its compact JSON bytes, captured *now* (before the
-        first await) so it is consistent; `seq` defaults to `last_seq`, which is right when
-        every record is applied through `on_durable`.  Returns False if a snapshot is
-        already running.  StorageError if writing failed (the old snapshot and journal
-        stay valid).  Appends continue meanwhile; they pause only for the journal restart.
+        `state` (the state, or its compact JSON bytes) is encoded and `seq` (default
+        `last_seq`, right when every record is applied through `on_durable`) is read *at
+        this call*, so they match.  StorageError if writing failed (the old snapshot and
+        journal stay valid).  Appends continue meanwhile; they pause only while the
+        journal restarts.  Must be called on the event loop.
         """
+        loop = asyncio.get_running_loop()
         if self._snapshotting:
-            return False
+            done: asyncio.Future[bool] = loop.create_future()
+            done.set_result(False)
+            return done
         seq = self._check_snapshot_seq(seq)
         body = state if isinstance(state, bytes) else self._json_encoder.encode(state)
-        loop = self._bind_loop()
+        self._bind_loop()
         self._snapshotting = True
+        return asyncio.ensure_future(self._snapshot_task(body, seq))
+
+    async def _snapshot_task(self, body: bytes, seq: int) -> bool:
+        """The I/O of `snapshot`: file off the loop, then the journal restart."""
+        loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
-            data = await loop.run_in_executor(None, encode_snapshot, self.name, seq, body,
-                                              self.indent)
+            chunks = await loop.run_in_executor(
+                None, encode_snapshot, self.name, seq, body, self.indent
+            )
             try:
-                await loop.run_in_executor(None, write_atomic, self.snapshot_path, data, self._ops)
+                await loop.run_in_executor(
+                    None, write_atomic, self.snapshot_path, chunks, self._ops
+                )
             except OSError as exc:
                 raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
-            self._snapshot_done(seq, len(data), t0)
+            self._snapshot_done(seq, sum(map(len, chunks)), t0)
             self._paused += 1
             try:
                 while self._inflight or self._extending:
@@ -654,12 +674,12 @@ class LocalStore(Generic[S, R]):
         seq = self._check_snapshot_seq(seq)
         body = state if isinstance(state, bytes) else self._json_encoder.encode(state)
         t0 = time.perf_counter()
-        data = encode_snapshot(self.name, seq, body, self.indent)
+        chunks = encode_snapshot(self.name, seq, body, self.indent)
         try:
-            write_atomic(self.snapshot_path, data, self._ops)
+            write_atomic(self.snapshot_path, chunks, self._ops)
         except OSError as exc:
             raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
-        self._snapshot_done(seq, len(data), t0)
+        self._snapshot_done(seq, sum(map(len, chunks)), t0)
         tail = self._tail_range(seq)
         self._finish_rotate(seq, tail, self._io_rotate(self._fd_(), *tail))
 

@@ -267,6 +267,7 @@ def test_journal_gap_after_snapshot_refused(tmp_path: Path) -> None:
     store2.close()
     write_atomic(str(tmp_path / "toy.snapshot.json"), encode_snapshot("toy", 1, b'{"k":0}'),
                  FileOps())
+    assert json.loads((tmp_path / "toy.snapshot.json").read_text())["state"] == {"k": 0}
     with pytest.raises(JournalCorruptError, match="records are missing"):
         make_store(tmp_path).open()
 
