@@ -24,6 +24,15 @@ def make_client_id(job_id: int | None, name: str | None, pid: int, start_time: f
     return f"{who}:{pid}:{start_time:.2f}"
 
 
+def parse_client_id(client_id: str) -> tuple[int | None, str | None, ProcessKey]:
+    """(job_id, name, process) from a client id; ValueError if it is not one."""
+    who, pid, start = client_id.rsplit(":", 2)
+    key = ProcessKey(int(pid), float(start))
+    if who.startswith("job-") and who[4:].isdigit():
+        return int(who[4:]), None, key
+    return None, who, key
+
+
 class Client:
     """One identified process and the connections it has open."""
 

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        service = WConfdService(sweep_interval=args.sweep_interval)
+        service = WConfdService(state_dir, sweep_interval=args.sweep_interval)
         server = RpcServer(
             socket_path,
             build_methods(WConfdApi, service, service.guard),

@@ -1,12 +1,33 @@
-"""The wconfd API (SPEC §3.1, §4, §5): declared once, served by wconfd, called by the stubs."""
+"""The wconfd API (SPEC §3.1, §4, §5, §5.1): declared once, served by wconfd, called by the stubs."""
 
 from __future__ import annotations
+
+from typing import Any, Literal
 
 import msgspec
 
 from client.api.common import CommonApi
 from client.api.declare import rpc
-from client.errors import IdentityMismatch, InvalidParams
+from client.errors import (
+    AlreadyExists,
+    ConfigValidationError,
+    DeadlockError,
+    IdentityMismatch,
+    InvalidParams,
+    LockNotHeld,
+    LockOrderError,
+    NotFound,
+    PendingRequestError,
+    ReservationError,
+    StaleObjectError,
+    StorageError,
+)
+
+Mode = Literal["shared", "exclusive"]
+RequestMode = Literal["shared", "exclusive", "release"]
+# A lock request: [[lock, mode], ...] with lock "<level>/<name>" (SPEC §4.1).
+LockRequest = list[tuple[str, RequestMode]]
+Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
 
 
 class Identity(msgspec.Struct, frozen=True):
@@ -15,8 +36,68 @@ class Identity(msgspec.Struct, frozen=True):
     client_id: str
 
 
+class WaitResult(msgspec.Struct, frozen=True):
+    """What `update_locks_waiting` answers: granted, or the blockers at the timeout."""
+
+    granted: bool
+    blockers: list[str]
+
+
+class LockOwner(msgspec.Struct, frozen=True):
+    """One owner of a lock and its mode."""
+
+    client_id: str
+    mode: Mode
+
+
+class LockInfo(msgspec.Struct, frozen=True):
+    """A held lock and everyone holding it."""
+
+    name: str
+    owners: list[LockOwner]
+
+
+class PendingInfo(msgspec.Struct, frozen=True):
+    """A waiting request: who, how urgent, what, since when (epoch seconds)."""
+
+    client_id: str
+    priority: int
+    request: list[tuple[str, RequestMode]]
+    since: float
+
+
+class AllLocks(msgspec.Struct, frozen=True):
+    """Every held lock and every waiting request."""
+
+    locks: list[LockInfo]
+    pending: list[PendingInfo]
+
+
+class ClientInfo(msgspec.Struct, frozen=True):
+    """An identified client: who it is and what it holds, waits for and has reserved."""
+
+    client_id: str
+    job_id: int | None
+    name: str | None
+    pid: int
+    start_time: float
+    locks: list[tuple[str, Mode]]
+    reservations: list[tuple[str, str]]
+    connections: int
+    pending: PendingInfo | None
+
+
+class UpdateResult(msgspec.Struct, frozen=True):
+    """What `update_object` answers."""
+
+    serial_no: int
+    mtime: float
+
+
 class WConfdApi(CommonApi):
-    """Configuration and locks."""
+    """Configuration, locks and reservations."""
+
+    # -- identification (SPEC §3.1) ----------------------------------------------------
 
     @rpc(IdentityMismatch, InvalidParams, identified=False)
     def identify(
@@ -27,3 +108,131 @@ class WConfdApi(CommonApi):
         Must come first on every connection.  The daemon checks the pid against the
         socket peer and the start time against its own reading (within 1 s).
         """
+
+    # -- locks (SPEC §4) ---------------------------------------------------------------
+
+    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError)
+    def try_update_locks(self, request: LockRequest) -> list[str]:
+        """Apply every [lock, mode] pair atomically, or change nothing and name the blockers.
+
+        Returns [] when applied, else the sorted ids of the clients in the way.
+        """
+
+    @rpc(
+        LockOrderError,
+        PendingRequestError,
+        DeadlockError,
+        InvalidParams,
+        StorageError,
+        reissue=True,
+    )
+    def update_locks_waiting(
+        self, request: LockRequest, priority: int = 0, timeout: float | None = None
+    ) -> WaitResult:
+        """Like try_update_locks, but wait in the daemon until granted or `timeout` passes.
+
+        `timeout` null waits forever, 0 behaves as try_update_locks.  On timeout the
+        request is withdrawn and nothing changed; closing the connection withdraws it too.
+        """
+
+    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError)
+    def opportunistic_lock_union(
+        self, request: LockRequest, timeout: float = 0, min_count: int = 0
+    ) -> list[str]:
+        """Acquire as many of the requested locks as possible; the ones now held as asked.
+
+        With `timeout` > 0 keeps waiting for the missing ones until all are held or time is
+        up.  If fewer than `min_count` can be had, acquires none and returns [].
+        """
+
+    @rpc(reissue=True)
+    def list_locks(self) -> list[tuple[str, Mode]]:
+        """The caller's locks, in lock order."""
+
+    @rpc(InvalidParams, StorageError)
+    def intersect_locks(self, locks: list[str]) -> None:
+        """Keep only these of the caller's locks (withdraws the caller's waiting request)."""
+
+    @rpc(StorageError)
+    def free_locks(self) -> None:
+        """Release all the caller's locks (withdraws the caller's waiting request)."""
+
+    @rpc(InvalidParams, StorageError)
+    def free_locks_level(self, level: str) -> None:
+        """Release the caller's locks of one level (withdraws its waiting request)."""
+
+    @rpc(InvalidParams, StorageError)
+    def downgrade_locks_level(self, level: str) -> None:
+        """Turn the caller's exclusive locks of one level shared (withdraws its waiting request)."""
+
+    @rpc(reissue=True)
+    def list_all_locks(self) -> AllLocks:
+        """Every held lock with its owners, and every waiting request."""
+
+    @rpc(reissue=True)
+    def list_clients(self) -> list[ClientInfo]:
+        """Every known client with its locks, reservations, connections and waiting request."""
+
+    @rpc()
+    def cleanup_dead_clients(self) -> list[str]:
+        """Run the death check now; the ids of the clients released."""
+
+    # -- configuration (SPEC §5) ------------------------------------------------------
+
+    @rpc(reissue=True)
+    def get_config(self) -> Any:
+        """The whole configuration document."""
+
+    @rpc(NotFound, InvalidParams, reissue=True)
+    def get_object(self, kind: Kind, key: str | None = None) -> Any:
+        """One object by uuid or name (the key is ignored for the cluster)."""
+
+    @rpc(InvalidParams, reissue=True)
+    def list_objects(self, kind: Kind) -> list[Any]:
+        """Every object of a kind."""
+
+    @rpc(AlreadyExists, ConfigValidationError, LockNotHeld, InvalidParams, StorageError)
+    def add_object(self, kind: Kind, object: dict[str, Any]) -> Any:
+        """Add an object (uuid generated if absent); returns it as stored."""
+
+    @rpc(
+        StaleObjectError,
+        NotFound,
+        AlreadyExists,
+        ConfigValidationError,
+        LockNotHeld,
+        InvalidParams,
+        StorageError,
+    )
+    def update_object(self, kind: Kind, object: dict[str, Any]) -> UpdateResult:
+        """Replace an object whose serial_no is the stored one (an identical retry counts as applied)."""
+
+    @rpc(NotFound, ConfigValidationError, LockNotHeld, InvalidParams, StorageError)
+    def remove_object(self, kind: Kind, key: str) -> None:
+        """Remove an object; refuses to leave dangling references."""
+
+    @rpc(reissue=True)
+    def wait_config_change(self, since_serial: int, timeout: float) -> int:
+        """The config serial_no as soon as it exceeds `since_serial`, or the current one at the timeout."""
+
+    # -- reservations (SPEC §5.1) -----------------------------------------------------
+
+    @rpc(ReservationError, InvalidParams, StorageError)
+    def reserve(self, namespace: str, value: str) -> None:
+        """Reserve a value in a namespace for the caller (e.g. a MAC)."""
+
+    @rpc(StorageError)
+    def release_reservation(self, namespace: str, value: str) -> None:
+        """Drop one of the caller's reservations."""
+
+    @rpc(StorageError)
+    def release_reservations(self, namespace: str | None = None) -> None:
+        """Drop the caller's reservations (of one namespace, or all)."""
+
+    @rpc(ReservationError, StorageError)
+    def generate_mac(self) -> str:
+        """A free MAC with the cluster's prefix, reserved for the caller in namespace `mac`."""
+
+    @rpc(reissue=True)
+    def list_reservations(self) -> list[tuple[str, str, str]]:
+        """Every reservation as [client_id, namespace, value]."""

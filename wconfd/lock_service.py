@@ -1,0 +1,213 @@
+"""wconfd's lock methods (SPEC §4.3): the shell around the pure LockManager.
+
+The core decides; this module holds calls open while requests wait, answers them when
+an operation's Effects say they were granted or withdrawn, and makes every change of
+held locks durable (through `persist_owners`) before any call that caused or observed it
+is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, cast
+
+from client.api.wconfd import (
+    AllLocks,
+    LockInfo,
+    LockOwner,
+    LockRequest,
+    Mode,
+    PendingInfo,
+    WaitResult,
+)
+from client.daemon.server import Connection
+from client.errors import InvalidParams
+from wconfd.clients import ClientRegistry
+from wconfd.locking import Effects, LockManager
+
+log = logging.getLogger(__name__)
+
+PersistOwners = Callable[[Iterable[str]], Awaitable[None]]
+
+
+class LockMethods:
+    """The §4.3 methods; mixed into WConfdService, which provides the registry and storage."""
+
+    clients: ClientRegistry
+    locks: LockManager
+    persist_owners: PersistOwners
+
+    def _init_lock_waits(self) -> None:
+        self._waits: dict[str, asyncio.Future[WaitResult]] = {}
+        self._opp_waits: dict[str, asyncio.Future[list[str]]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- effects -----------------------------------------------------------------------
+
+    async def settle(self, effects: Effects) -> None:
+        """Persist what changed, then answer the waits the operation ended."""
+        if effects.empty():
+            return
+        if effects.changed:
+            await self.persist_owners(effects.changed)
+        for owner in effects.granted:
+            self._resolve(self._waits, owner, WaitResult(granted=True, blockers=[]))
+        for owner, blockers in effects.withdrawn.items():
+            self._resolve(self._waits, owner, WaitResult(granted=False, blockers=blockers))
+        for owner, locks in effects.opportunistic.items():
+            self._resolve(self._opp_waits, owner, locks)
+
+    @staticmethod
+    def _resolve(table: dict[str, asyncio.Future[Any]], owner: str, value: object) -> None:
+        fut = table.pop(owner, None)
+        if fut is not None and not fut.done():
+            fut.set_result(value)
+
+    def settle_soon(self, effects: Effects) -> None:
+        """Settle from a context that cannot wait (a dying client, a cancelled call)."""
+        if not effects.empty():
+            self.spawn(self.settle(effects))
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background; its failure is logged."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background work failed: %s", task.exception())
+
+    def release_owner(self, owner: str) -> None:
+        """A client died: drop its locks and pending request, wake whom it blocked."""
+        self.settle_soon(self.locks.remove_owner(owner))
+
+    def holds_locks(self, owner: str) -> bool:
+        """Whether the owner holds a lock or waits for one."""
+        return bool(self.locks.list_locks(owner)) or self.locks.has_pending(owner)
+
+    # -- methods -------------------------------------------------------------------------
+
+    async def try_update_locks(self, conn: Connection, request: LockRequest) -> list[str]:
+        owner = self.clients.require(conn).client_id
+        update = self.locks.try_update(owner, request)
+        await self.settle(update.effects)
+        return update.blockers
+
+    async def update_locks_waiting(
+        self, conn: Connection, request: LockRequest, priority: int, timeout: float | None
+    ) -> WaitResult:
+        owner = self.clients.require(conn).client_id
+        if timeout is not None and timeout < 0:
+            raise InvalidParams("param `timeout`: must be >= 0 or null (wait forever)")
+        if timeout == 0:
+            update = self.locks.try_update(owner, request, priority)
+        else:
+            fut = self._waits.get(owner)
+            if fut is not None and self.locks.pending_matches(owner, request):
+                return await self._wait(owner, fut, timeout)  # a re-issued call
+            update = self.locks.update_waiting(owner, request, priority, since=time.time())
+        await self.settle(update.effects)
+        if not update.pending:
+            return WaitResult(granted=update.applied, blockers=update.blockers)
+        fut = asyncio.get_running_loop().create_future()
+        self._waits[owner] = fut
+        return await self._wait(owner, fut, timeout)
+
+    async def _wait(
+        self, owner: str, fut: asyncio.Future[WaitResult], timeout: float | None
+    ) -> WaitResult:
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            if not self.locks.has_pending(owner):  # granted while the timer fired
+                return await fut
+            withdrawn = self.locks.withdraw(owner)
+            self._waits.pop(owner, None)
+            await self.settle(withdrawn.effects)
+            return WaitResult(granted=False, blockers=withdrawn.blockers)
+        except asyncio.CancelledError:
+            # The connection closed: withdraw, unless the grant already happened.
+            if self._waits.get(owner) is fut and self.locks.has_pending(owner):
+                self._waits.pop(owner, None)
+                self.settle_soon(self.locks.withdraw(owner).effects)
+            raise
+
+    async def opportunistic_lock_union(
+        self, conn: Connection, request: LockRequest, timeout: float, min_count: int
+    ) -> list[str]:
+        owner = self.clients.require(conn).client_id
+        if timeout < 0:
+            raise InvalidParams("param `timeout`: must be >= 0")
+        result = self.locks.opportunistic_lock_union(
+            owner, request, min_count, wait=timeout > 0, since=time.time()
+        )
+        await self.settle(result.effects)
+        if not result.waiting:
+            return result.locks
+        fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        self._opp_waits[owner] = fut
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            if fut.done():
+                return fut.result()
+            self._opp_waits.pop(owner, None)
+            finished = self.locks.finish_opportunistic(owner)
+            await self.settle(finished.effects)
+            return finished.locks
+        except asyncio.CancelledError:
+            if self._opp_waits.pop(owner, None) is fut:
+                self.settle_soon(self.locks.finish_opportunistic(owner).effects)
+            raise
+
+    async def list_locks(self, conn: Connection) -> list[tuple[str, Mode]]:
+        return self.list_locks_of(self.clients.require(conn).client_id)
+
+    def list_locks_of(self, owner: str) -> list[tuple[str, Mode]]:
+        """An owner's locks as (lock, mode) in lock order."""
+        return [(lock, cast(Mode, mode)) for lock, mode in self.locks.list_locks(owner)]
+
+    async def intersect_locks(self, conn: Connection, locks: list[str]) -> None:
+        owner = self.clients.require(conn).client_id
+        await self.settle(self.locks.intersect_locks(owner, locks))
+
+    async def free_locks(self, conn: Connection) -> None:
+        owner = self.clients.require(conn).client_id
+        await self.settle(self.locks.free_locks(owner))
+
+    async def free_locks_level(self, conn: Connection, level: str) -> None:
+        owner = self.clients.require(conn).client_id
+        await self.settle(self.locks.free_locks_level(owner, level))
+
+    async def downgrade_locks_level(self, conn: Connection, level: str) -> None:
+        owner = self.clients.require(conn).client_id
+        await self.settle(self.locks.downgrade_locks_level(owner, level))
+
+    async def list_all_locks(self, conn: Connection) -> AllLocks:
+        view = self.locks.list_all_locks()
+        return AllLocks(
+            locks=[
+                LockInfo(
+                    name=item["name"],
+                    owners=[LockOwner(o["client_id"], o["mode"]) for o in item["owners"]],
+                )
+                for item in view["locks"]
+            ],
+            pending=[
+                PendingInfo(
+                    client_id=p["client_id"],
+                    priority=p["priority"],
+                    request=[(lock, mode) for lock, mode in p["request"]],
+                    since=p["since"],
+                )
+                for p in view["pending"]
+            ],
+        )
+
+    async def cleanup_dead_clients(self, conn: Connection) -> list[str]:
+        return sorted(self.clients.sweep())
