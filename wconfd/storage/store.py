@@ -293,10 +293,11 @@ class LocalStore(Generic[S, R]):
         try:
             size = os.fstat(fd).st_size
             end = result.end
-            if frames and not kept:
+            restart = bool(frames) and not kept
+            if restart:
                 end = 0  # everything is in the snapshot already: restart the journal
                 frames = []
-            if result.torn_bytes or end == 0 < size:
+            if result.torn_bytes:
                 log.warning(
                     "%s: dropping %d bytes of torn journal tail at offset %d (%s)",
                     self.journal_path,
@@ -304,6 +305,7 @@ class LocalStore(Generic[S, R]):
                     result.end,
                     result.reason,
                 )
+            if result.torn_bytes or restart:
                 self._ops.ftruncate(fd, end)
                 self._ops.fsync(fd)
                 size = end

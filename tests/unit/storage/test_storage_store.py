@@ -417,3 +417,20 @@ def test_records_are_msgspec_typed(tmp_path: Path) -> None:
     store.close()
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(Put(key="a", value=1)), type=Rec) == Put(
         key="a", value=1)
+
+
+def test_reopen_keeps_preallocation_and_restarts_obsolete_journal(tmp_path: Path) -> None:
+    store = make_store(tmp_path, prealloc=8192)
+    store.open()
+    store.append_sync(Put(key="a", value=1))
+    store.snapshot_sync({"a": 1})  # journal restarted: zeros only
+    store.close()
+    size = (tmp_path / "toy.journal").stat().st_size
+    assert size >= 8192
+    s = make_store(tmp_path, prealloc=8192)
+    loaded = s.open()
+    assert loaded.records == [] and loaded.torn_bytes == 0 and loaded.last_seq == 1
+    assert (tmp_path / "toy.journal").stat().st_size == size  # preallocation kept
+    assert s.append_sync(Put(key="b", value=2)) == 2
+    s.close()
+    assert reload(tmp_path)[0] == {"a": 1, "b": 2}
