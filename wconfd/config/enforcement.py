@@ -61,7 +61,9 @@ def lockset_of(lock: str) -> str:
 def missing_locks(locks: Iterable[str], holds_exclusive: Callable[[str], bool]) -> list[str]:
     """The locks of `locks` held neither exclusively nor through their lockset."""
     return [
-        lock for lock in locks if not holds_exclusive(lock) and not holds_exclusive(lockset_of(lock))
+        lock
+        for lock in locks
+        if not holds_exclusive(lock) and not holds_exclusive(lockset_of(lock))
     ]
 
 

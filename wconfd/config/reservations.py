@@ -139,9 +139,7 @@ class ReservationTable:
             return None
         return Release(owner=owner, namespace=namespace, value=value)
 
-    def release_reservations(
-        self, owner: str, namespace: str | None = None
-    ) -> ReleaseAll | None:
+    def release_reservations(self, owner: str, namespace: str | None = None) -> ReleaseAll | None:
         """Plan releasing `owner`'s reservations in `namespace` (None: all); None if none."""
         if namespace is not None:
             namespace = _check_str("namespace", namespace)
@@ -246,9 +244,7 @@ class ReservationTable:
 
     def snapshot(self) -> ReservationSnapshot:
         """The durable form of the table."""
-        return ReservationSnapshot(
-            entries=[(o, ns, v) for o, ns, v in self.list_reservations()]
-        )
+        return ReservationSnapshot(entries=[(o, ns, v) for o, ns, v in self.list_reservations()])
 
     @classmethod
     def from_snapshot(cls, snapshot: ReservationSnapshot) -> ReservationTable:

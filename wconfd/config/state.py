@@ -325,7 +325,9 @@ class ConfigState:
             obj, uuid=stored.uuid, serial_no=stored.serial_no + 1, ctime=stored.ctime, mtime=now
         )
         record = put_record(k, obj, self.serial_no + 1, now)
-        return Plan(record, {"serial_no": obj.serial_no, "mtime": now}, locks_for_write(k, stored, obj))
+        return Plan(
+            record, {"serial_no": obj.serial_no, "mtime": now}, locks_for_write(k, stored, obj)
+        )
 
     def remove_object(self, kind: str, key: object, now: float) -> Plan:
         """Plan a removal by uuid or name; refuses to leave dangling references.
@@ -414,8 +416,9 @@ class ConfigState:
             raise NotFound(f"{describe(kind, obj)} not found", {"kind": kind})
         return stored
 
-    def _resolve(self, kind: Kind, ref: str, owner_kind: Kind, owner: ConfigObject,
-                 field: str) -> str:
+    def _resolve(
+        self, kind: Kind, ref: str, owner_kind: Kind, owner: ConfigObject, field: str
+    ) -> str:
         """A reference given as uuid or name, as the uuid (ConfigValidationError if none)."""
         obj = self._lookup(kind, ref)
         if obj is None:
@@ -431,9 +434,7 @@ class ConfigState:
             return next(iter(self._maps["nodegroup"]))
         raise fail("node", node, "group", "required: there is no group named 'default'")
 
-    def _prepare(
-        self, kind: Kind, obj: Any, stored: Any, new_uuid: UuidFactory | None
-    ) -> Any:
+    def _prepare(self, kind: Kind, obj: Any, stored: Any, new_uuid: UuidFactory | None) -> Any:
         """Uniqueness and reference checks; returns `obj` with references as uuids.
 
         `stored` is the object being updated (None for an add); `new_uuid` fills missing
@@ -477,15 +478,24 @@ class ConfigState:
             holder = self._macs.get(nic.mac)
             if holder is not None and holder != own_uuid:
                 other = self._maps["instance"][holder].name
-                raise fail("instance", obj, f"nics[{i}].mac",
-                           f"{nic.mac} is already used by instance {other!r}")
+                raise fail(
+                    "instance",
+                    obj,
+                    f"nics[{i}].mac",
+                    f"{nic.mac} is already used by instance {other!r}",
+                )
             if nic.network is not None:
-                net_uuid = self._resolve("network", nic.network, "instance", obj,
-                                         f"nics[{i}].network")
+                net_uuid = self._resolve(
+                    "network", nic.network, "instance", obj, f"nics[{i}].network"
+                )
                 net = self._maps["network"][net_uuid]
                 if nic.ip is not None and not _ip_in(nic.ip, net.network):
-                    raise fail("instance", obj, f"nics[{i}].ip",
-                               f"{nic.ip} is not inside network {net.name!r} ({net.network})")
+                    raise fail(
+                        "instance",
+                        obj,
+                        f"nics[{i}].ip",
+                        f"{nic.ip} is not inside network {net.name!r} ({net.network})",
+                    )
                 if net_uuid != nic.network:
                     nic = msgspec.structs.replace(nic, network=net_uuid)
             nics.append(nic)
@@ -504,24 +514,31 @@ class ConfigState:
             inst = self._maps["instance"][inst_uuid]
             for nic in inst.nics:
                 if nic.network == uuid and nic.ip is not None and not _ip_in(nic.ip, net.network):
-                    raise fail("network", net, "network",
-                               f"instance {inst.name!r} has IP {nic.ip} outside {net.network}")
+                    raise fail(
+                        "network",
+                        net,
+                        "network",
+                        f"instance {inst.name!r} has IP {nic.ip} outside {net.network}",
+                    )
 
     @staticmethod
     def _fill_disk_uuids(obj: Instance, new_uuid: UuidFactory) -> Instance:
         """Give every disk without a uuid a new one."""
         if all(d.uuid for d in obj.disks):
             return obj
-        disks = tuple(d if d.uuid else msgspec.structs.replace(d, uuid=new_uuid())
-                      for d in obj.disks)
+        disks = tuple(
+            d if d.uuid else msgspec.structs.replace(d, uuid=new_uuid()) for d in obj.disks
+        )
         return msgspec.structs.replace(obj, disks=disks)
 
     @staticmethod
     def _same(given: Any, stored: Any) -> bool:
         """Whether an update equals the stored object with serial_no + 1, mtime aside."""
         changes: dict[str, Any] = {
-            "uuid": stored.uuid, "serial_no": stored.serial_no,
-            "ctime": stored.ctime, "mtime": stored.mtime,
+            "uuid": stored.uuid,
+            "serial_no": stored.serial_no,
+            "ctime": stored.ctime,
+            "mtime": stored.mtime,
         }
         if isinstance(given, Instance) and len(given.disks) == len(stored.disks):
             changes["disks"] = tuple(

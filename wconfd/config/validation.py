@@ -210,8 +210,13 @@ def _check_rate_limit(obj: Filter, action: list[Any] | tuple[Any, ...]) -> list[
         or not isinstance(action[1], int)
         or action[1] < 1
     ):
-        raise fail("filter", obj, "action", "must be ACCEPT, PAUSE, REJECT, CONTINUE or "
-                   "[\"RATE_LIMIT\", n] with n a positive integer")
+        raise fail(
+            "filter",
+            obj,
+            "action",
+            "must be ACCEPT, PAUSE, REJECT, CONTINUE or "
+            '["RATE_LIMIT", n] with n a positive integer',
+        )
     return ["RATE_LIMIT", action[1]]
 
 
@@ -225,12 +230,16 @@ def check_filter(obj: Filter) -> Filter:
     action = obj.action
     if isinstance(action, str):
         if action not in FILTER_ACTIONS:
-            raise fail("filter", obj, "action", f"{action!r} is not ACCEPT, PAUSE, REJECT, "
-                       "CONTINUE or [\"RATE_LIMIT\", n]")
+            raise fail(
+                "filter",
+                obj,
+                "action",
+                f'{action!r} is not ACCEPT, PAUSE, REJECT, CONTINUE or ["RATE_LIMIT", n]',
+            )
     elif isinstance(action, list | tuple):
         action = _check_rate_limit(obj, action)
     else:
-        raise fail("filter", obj, "action", "must be a string or [\"RATE_LIMIT\", n]")
+        raise fail("filter", obj, "action", 'must be a string or ["RATE_LIMIT", n]')
     for i, pred in enumerate(obj.predicates):
         if not isinstance(pred, list) or not pred or not isinstance(pred[0], str):
             raise fail("filter", obj, f"predicates[{i}]", "must be [name, expression]")

@@ -26,12 +26,26 @@ def populated(now: float = 100.0) -> ConfigState:
     state = ConfigState.fresh(now, uuids("fresh"))
     apply(state, state.add_object("node", {"name": "n1", "primary_ip": "192.0.2.1"}, now + 1))
     apply(state, state.add_object("node", {"name": "n2"}, now + 2))
-    apply(state, state.add_object(
-        "network", {"name": "net1", "network": "10.0.0.0/24", "gateway": "10.0.0.1"}, now + 3
-    ))
-    apply(state, state.add_object("instance", {
-        "name": "i1", "primary_node": "n1", "secondary_nodes": ["n2"], "memory": 512,
-        "vcpus": 2, "disks": [{"size": 1024}],
-        "nics": [{"mac": "aa:00:00:00:00:01", "ip": "10.0.0.10", "network": "net1"}],
-    }, now + 4))
+    apply(
+        state,
+        state.add_object(
+            "network", {"name": "net1", "network": "10.0.0.0/24", "gateway": "10.0.0.1"}, now + 3
+        ),
+    )
+    apply(
+        state,
+        state.add_object(
+            "instance",
+            {
+                "name": "i1",
+                "primary_node": "n1",
+                "secondary_nodes": ["n2"],
+                "memory": 512,
+                "vcpus": 2,
+                "disks": [{"size": 1024}],
+                "nics": [{"mac": "aa:00:00:00:00:01", "ip": "10.0.0.10", "network": "net1"}],
+            },
+            now + 4,
+        ),
+    )
     return state

@@ -25,19 +25,34 @@ def plans() -> list[tuple[str, Plan, tuple[str, ...]]]:
     g = apply(state, state.add_object("nodegroup", {"name": "g1"}, 1.0))
     return [
         ("node", state.add_object("node", {"name": "n9"}, 1.0), ("node/n9",)),
-        ("node", state.update_object("node", wire(state.get_object("node", "n1")), 1.0),
-         ("node/n1",)),
-        ("node", state.update_object("node", wire(state.get_object("node", "n1")) |
-                                     {"name": "m1"}, 1.0), ("node/n1", "node/m1")),
-        ("instance", state.add_object("instance", {"name": "i9", "primary_node": "n1"}, 1.0),
-         ("instance/i9",)),
+        (
+            "node",
+            state.update_object("node", wire(state.get_object("node", "n1")), 1.0),
+            ("node/n1",),
+        ),
+        (
+            "node",
+            state.update_object("node", wire(state.get_object("node", "n1")) | {"name": "m1"}, 1.0),
+            ("node/n1", "node/m1"),
+        ),
+        (
+            "instance",
+            state.add_object("instance", {"name": "i9", "primary_node": "n1"}, 1.0),
+            ("instance/i9",),
+        ),
         ("instance", state.remove_object("instance", "i1", 1.0), ("instance/i1",)),
         ("nodegroup", state.remove_object("nodegroup", g.uuid, 1.0), ("nodegroup/g1",)),
         ("nodegroup", state.add_object("nodegroup", {"name": "g2"}, 1.0), ("nodegroup/g2",)),
-        ("network", state.update_object("network", wire(state.get_object("network", "net1")),
-                                        1.0), ("network/net1",)),
-        ("cluster", state.update_object("cluster", wire(state.cluster) | {"name": "c"}, 1.0),
-         ("cluster/BGL",)),
+        (
+            "network",
+            state.update_object("network", wire(state.get_object("network", "net1")), 1.0),
+            ("network/net1",),
+        ),
+        (
+            "cluster",
+            state.update_object("cluster", wire(state.cluster) | {"name": "c"}, 1.0),
+            ("cluster/BGL",),
+        ),
         ("filter", state.update_object("filter", wire(f), 1.0), ()),
         ("filter", state.remove_object("filter", f.uuid, 1.0), ()),
     ]
@@ -86,5 +101,4 @@ def test_locks_for_write_direct() -> None:
     assert locks_for_write("node", n1, None) == ("node/n1",)
     assert locks_for_write("node", n1, n1) == ("node/n1",)
     assert locks_for_write("cluster", state.cluster, state.cluster) == ("cluster/BGL",)
-    assert check_locks("cluster", ("cluster/BGL",), holding("cluster/[lockset]"),
-                       "enforce") is None
+    assert check_locks("cluster", ("cluster/BGL",), holding("cluster/[lockset]"), "enforce") is None

@@ -13,14 +13,34 @@ from wconfd.config import KINDS, ConfigDocument, ConfigState, convert_object
 
 SAMPLES: dict[str, dict[str, Any]] = {
     "nodegroup": {"name": "g2", "tags": ["rack1"]},
-    "node": {"name": "n3", "group": "default", "primary_ip": "2001:db8::1", "offline": True,
-             "drained": True, "master_candidate": True, "vm_capable": False, "tags": ["a"]},
-    "instance": {"name": "i2", "primary_node": "n1", "memory": 2048, "vcpus": 4,
-                 "disks": [{"size": 10, "mode": "ro"}, {"uuid": "disk-x", "size": 20}],
-                 "nics": [{"mac": "aa:00:00:00:00:99"}], "admin_state": "up", "tags": ["t"]},
+    "node": {
+        "name": "n3",
+        "group": "default",
+        "primary_ip": "2001:db8::1",
+        "offline": True,
+        "drained": True,
+        "master_candidate": True,
+        "vm_capable": False,
+        "tags": ["a"],
+    },
+    "instance": {
+        "name": "i2",
+        "primary_node": "n1",
+        "memory": 2048,
+        "vcpus": 4,
+        "disks": [{"size": 10, "mode": "ro"}, {"uuid": "disk-x", "size": 20}],
+        "nics": [{"mac": "aa:00:00:00:00:99"}],
+        "admin_state": "up",
+        "tags": ["t"],
+    },
     "network": {"name": "net6", "network": "2001:db8::/64", "gateway": "2001:db8::1"},
-    "filter": {"priority": 3, "watermark": 7, "predicates": [["jobid", [">", "id", "watermark"]]],
-               "action": ["RATE_LIMIT", 2], "reason_trail": [["src", "why", 1]]},
+    "filter": {
+        "priority": 3,
+        "watermark": 7,
+        "predicates": [["jobid", [">", "id", "watermark"]]],
+        "action": ["RATE_LIMIT", 2],
+        "reason_trail": [["src", "why", 1]],
+    },
 }
 
 
@@ -58,8 +78,9 @@ def test_round_trip_every_kind(kind: str) -> None:
 def test_cluster_round_trip() -> None:
     state = populated()
     cluster = msgspec.to_builtins(state.get_object("cluster", "ignored"))
-    cluster.update(name="c2", max_running_jobs=5, mac_prefix="AA:BB:CC", lock_enforcement="warn",
-                   tags=["x"])
+    cluster.update(
+        name="c2", max_running_jobs=5, mac_prefix="AA:BB:CC", lock_enforcement="warn", tags=["x"]
+    )
     result = apply(state, state.update_object("cluster", cluster, 600.0))
     assert result == {"serial_no": 2, "mtime": 600.0}
     stored = state.get_object("cluster", None)
@@ -81,7 +102,11 @@ def test_defaults_and_references_stored_as_uuids() -> None:
     default = state.get_object("nodegroup", "default")
     assert node.group == default.uuid  # type: ignore[union-attr]
     assert (node.offline, node.drained, node.master_candidate, node.vm_capable) == (  # type: ignore[union-attr]
-        False, False, False, True)
+        False,
+        False,
+        False,
+        True,
+    )
 
 
 def test_list_order() -> None:
@@ -89,7 +114,11 @@ def test_list_order() -> None:
     for name in ("zz", "aa", "mm"):
         apply(state, state.add_object("nodegroup", {"name": name}, 1.0))
     assert [g.name for g in state.list_objects("nodegroup")] == [  # type: ignore[union-attr]
-        "aa", "default", "mm", "zz"]
+        "aa",
+        "default",
+        "mm",
+        "zz",
+    ]
     for prio in (5, 1, 3):
         apply(state, state.add_object("filter", {"priority": prio}, 1.0))
     assert [f.priority for f in state.list_objects("filter")] == [1, 3, 5]  # type: ignore[union-attr]
@@ -103,12 +132,21 @@ def test_list_order() -> None:
         ("node", {"name": "x", "colour": "red"}, "colour"),
         ("node", {}, "name"),
         ("instance", {"name": "x", "primary_node": "n1", "memory": "1G"}, "$.memory"),
-        ("instance", {"name": "x", "primary_node": "n1", "disks": [{"size": "big"}]},
-         "$.disks[0].size"),
-        ("instance", {"name": "x", "primary_node": "n1", "disks": [{"size": 1, "mode": "rx"}]},
-         "$.disks[0].mode"),
-        ("instance", {"name": "x", "primary_node": "n1", "admin_state": "running"},
-         "$.admin_state"),
+        (
+            "instance",
+            {"name": "x", "primary_node": "n1", "disks": [{"size": "big"}]},
+            "$.disks[0].size",
+        ),
+        (
+            "instance",
+            {"name": "x", "primary_node": "n1", "disks": [{"size": 1, "mode": "rx"}]},
+            "$.disks[0].mode",
+        ),
+        (
+            "instance",
+            {"name": "x", "primary_node": "n1", "admin_state": "running"},
+            "$.admin_state",
+        ),
         ("cluster", {"lock_enforcement": "strict"}, "$.lock_enforcement"),
         ("network", {"name": "x"}, "network"),
         ("filter", {"priority": 1.5}, "$.priority"),
@@ -126,8 +164,11 @@ def test_ill_typed_input_is_invalid_params(kind: str, data: Any, needle: str) ->
 
 def test_unknown_kind_is_invalid_params() -> None:
     state = populated()
-    for call in (lambda: state.get_object("disk", "x"), lambda: state.list_objects("x"),
-                 lambda: state.add_object("vm", {}, 1.0)):
+    for call in (
+        lambda: state.get_object("disk", "x"),
+        lambda: state.list_objects("x"),
+        lambda: state.add_object("vm", {}, 1.0),
+    ):
         with pytest.raises(InvalidParams, match="kind"):
             call()
     with pytest.raises(InvalidParams, match="key"):

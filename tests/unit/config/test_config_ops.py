@@ -28,8 +28,12 @@ def wire(obj: object) -> dict[str, Any]:
 def test_add_sets_serial_and_times_whatever_was_sent() -> None:
     state = populated()
     before = state.serial_no
-    node = apply(state, state.add_object(
-        "node", {"name": "n7", "serial_no": 42, "ctime": 1.0, "mtime": 2.0}, 700.0))
+    node = apply(
+        state,
+        state.add_object(
+            "node", {"name": "n7", "serial_no": 42, "ctime": 1.0, "mtime": 2.0}, 700.0
+        ),
+    )
     assert (node.serial_no, node.ctime, node.mtime) == (1, 700.0, 700.0)
     assert state.serial_no == before + 1 and state.mtime == 700.0
 
@@ -127,8 +131,12 @@ def test_instance_moves_update_reference_indexes() -> None:
     state = populated()
     n1, n2 = state.get_object("node", "n1"), state.get_object("node", "n2")
     inst = wire(state.get_object("instance", "i1"))
-    apply(state, state.update_object(
-        "instance", inst | {"primary_node": "n2", "secondary_nodes": [], "nics": []}, 2.0))
+    apply(
+        state,
+        state.update_object(
+            "instance", inst | {"primary_node": "n2", "secondary_nodes": [], "nics": []}, 2.0
+        ),
+    )
     assert state.instances_on_node(n1.uuid) == frozenset()
     assert state.instances_on_node(n2.uuid) == {inst["uuid"]}
     assert not state.mac_in_use("aa:00:00:00:00:01")
@@ -139,13 +147,22 @@ def test_instance_moves_update_reference_indexes() -> None:
 def test_mac_moves_between_instances_only_when_freed() -> None:
     state = populated()
     with pytest.raises(ConfigValidationError, match="already used by instance 'i1'"):
-        state.add_object("instance", {"name": "i2", "primary_node": "n2",
-                                      "nics": [{"mac": "AA:00:00:00:00:01"}]}, 1.0)
+        state.add_object(
+            "instance",
+            {"name": "i2", "primary_node": "n2", "nics": [{"mac": "AA:00:00:00:00:01"}]},
+            1.0,
+        )
     assert state.mac_in_use("AA:00:00:00:00:01")
     inst = wire(state.get_object("instance", "i1"))
     apply(state, state.update_object("instance", inst | {"nics": []}, 2.0))
-    apply(state, state.add_object("instance", {"name": "i2", "primary_node": "n2",
-                                               "nics": [{"mac": "aa:00:00:00:00:01"}]}, 3.0))
+    apply(
+        state,
+        state.add_object(
+            "instance",
+            {"name": "i2", "primary_node": "n2", "nics": [{"mac": "aa:00:00:00:00:01"}]},
+            3.0,
+        ),
+    )
 
 
 def test_remove_refuses_dangling_references() -> None:
@@ -223,10 +240,20 @@ def test_get_config_json_cached_and_invalidated() -> None:
 def _grow(state: ConfigState, count: int) -> None:
     node = state.get_object("node", "n1").uuid
     for i in range(count):
-        state.apply(state.add_object("instance", {
-            "name": f"inst{i}", "primary_node": node, "disks": [{"size": 100}],
-            "nics": [{"mac": f"aa:01:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}:00"}],
-        }, 1.0).record)  # type: ignore[arg-type]
+        state.apply(
+            state.add_object(
+                "instance",
+                {
+                    "name": f"inst{i}",
+                    "primary_node": node,
+                    "disks": [{"size": 100}],
+                    "nics": [
+                        {"mac": f"aa:01:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}:00"}
+                    ],
+                },
+                1.0,
+            ).record
+        )  # type: ignore[arg-type]
 
 
 def test_large_config_is_fast() -> None:

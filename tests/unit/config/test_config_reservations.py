@@ -121,8 +121,11 @@ def test_snapshot_round_trip() -> None:
     again = ReservationTable.from_snapshot(msgspec.json.decode(data, type=ReservationSnapshot))
     assert again == t
     assert again.list_reservations() == t.list_reservations()
-    records = [Reserve(owner="a", namespace="n", value="v"), Release(owner="a", namespace="n",
-               value="v"), ReleaseAll(owner="a", namespace=None)]
+    records = [
+        Reserve(owner="a", namespace="n", value="v"),
+        Release(owner="a", namespace="n", value="v"),
+        ReleaseAll(owner="a", namespace=None),
+    ]
     encoded = msgspec.msgpack.encode(records)
     assert msgspec.msgpack.decode(encoded, type=list[ReservationChange]) == records
 

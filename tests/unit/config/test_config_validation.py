@@ -31,19 +31,34 @@ INST = {"name": "ix", "primary_node": "n1"}
         ("instance", {**INST, "memory": 0}, "memory"),
         ("instance", {**INST, "vcpus": -1}, "vcpus"),
         ("instance", {**INST, "disks": [{"size": 0}]}, "disks[0].size"),
-        ("instance", {**INST, "disks": [{"uuid": "d", "size": 1}, {"uuid": "d", "size": 1}]},
-         "disks"),
+        (
+            "instance",
+            {**INST, "disks": [{"uuid": "d", "size": 1}, {"uuid": "d", "size": 1}]},
+            "disks",
+        ),
         ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00"}]}, "nics[0].mac"),
         ("instance", {**INST, "nics": [{"mac": "zz:00:00:00:00:01"}]}, "nics[0].mac"),
-        ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "ip": "10.0.0.300"}]},
-         "nics[0].ip"),
-        ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00:02"}, {"mac": "AA:00:00:00:00:02"}]},
-         "nics"),
+        (
+            "instance",
+            {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "ip": "10.0.0.300"}]},
+            "nics[0].ip",
+        ),
+        (
+            "instance",
+            {**INST, "nics": [{"mac": "aa:00:00:00:00:02"}, {"mac": "AA:00:00:00:00:02"}]},
+            "nics",
+        ),
         ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00:01"}]}, "nics[0].mac"),
-        ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "network": "nonet"}]},
-         "nics[0].network"),
-        ("instance", {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "network": "net1",
-                                          "ip": "10.1.0.1"}]}, "nics[0].ip"),
+        (
+            "instance",
+            {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "network": "nonet"}]},
+            "nics[0].network",
+        ),
+        (
+            "instance",
+            {**INST, "nics": [{"mac": "aa:00:00:00:00:02", "network": "net1", "ip": "10.1.0.1"}]},
+            "nics[0].ip",
+        ),
         ("instance", {"name": "ix", "primary_node": "nosuchnode"}, "primary_node"),
         ("instance", {**INST, "secondary_nodes": ["nosuch"]}, "secondary_nodes[0]"),
         ("instance", {**INST, "secondary_nodes": ["n1"]}, "secondary_nodes[0]"),
@@ -121,16 +136,18 @@ def test_snapshot_validation_catches_damage() -> None:
     state = populated()
     doc = msgspec.to_builtins(state.get_config())
     node_uuid = next(iter(doc["nodes"]))
-    bad = msgspec.json.encode(doc | {"nodes": {
-        node_uuid: doc["nodes"][node_uuid] | {"group": "gone"}}})
+    bad = msgspec.json.encode(
+        doc | {"nodes": {node_uuid: doc["nodes"][node_uuid] | {"group": "gone"}}}
+    )
     with pytest.raises(ConfigValidationError, match="field group"):
         ConfigState.from_json(bad)
     bad = msgspec.json.encode(doc | {"nodes": {"wrongkey": doc["nodes"][node_uuid]}})
     with pytest.raises(ConfigValidationError, match="different key"):
         ConfigState.from_json(bad)
     with pytest.raises(ConfigValidationError, match="at least one node group"):
-        ConfigState.from_json(msgspec.json.encode(doc | {"nodegroups": {}, "nodes": {},
-                                                        "instances": {}}))
+        ConfigState.from_json(
+            msgspec.json.encode(doc | {"nodegroups": {}, "nodes": {}, "instances": {}})
+        )
     with pytest.raises(ConfigValidationError, match="version"):
         ConfigState.from_json(msgspec.json.encode(doc | {"version": 2}))
     with pytest.raises(ConfigValidationError, match="Expected"):
@@ -139,7 +156,9 @@ def test_snapshot_validation_catches_damage() -> None:
     inst = next(iter(doc["instances"].values()))
     twin = inst | {"uuid": "twin", "name": "twin"}
     with pytest.raises(ConfigValidationError, match="already used"):
-        ConfigState.from_json(msgspec.json.encode(
-            doc | {"instances": {inst["uuid"]: inst, "twin": twin}}))
+        ConfigState.from_json(
+            msgspec.json.encode(doc | {"instances": {inst["uuid"]: inst, "twin": twin}})
+        )
     assert ConfigState.from_json(state.get_config_json()).get_config() == ConfigDocument(
-        **{f: getattr(state.get_config(), f) for f in ConfigDocument.__struct_fields__})
+        **{f: getattr(state.get_config(), f) for f in ConfigDocument.__struct_fields__}
+    )

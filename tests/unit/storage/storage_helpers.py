@@ -36,10 +36,18 @@ def apply(state: dict[str, int], rec: Rec) -> None:
         state.pop(rec.key, None)
 
 
-def make_store(path: Path, ops: FileOps | None = None, **kw: Any) -> LocalStore[dict[str, int], Rec]:
+def make_store(
+    path: Path, ops: FileOps | None = None, **kw: Any
+) -> LocalStore[dict[str, int], Rec]:
     """A toy store in `path`."""
-    return LocalStore(path, "toy", snapshot_type=dict[str, int], record_type=Rec,  # type: ignore[arg-type]
-                      file_ops=ops, **kw)
+    return LocalStore(
+        path,
+        "toy",
+        snapshot_type=dict[str, int],
+        record_type=Rec,  # type: ignore[arg-type]
+        file_ops=ops,
+        **kw,
+    )
 
 
 class FaultyOps(FileOps):

@@ -46,7 +46,9 @@ def test_writes_enforce_locks_and_persist(tmp_path: Path) -> None:
         assert w.warning is None and w.result.name == "n1"
         # warn mode: the write succeeds and the warning comes back
         cluster = msgspec.to_builtins(cfg.state.cluster) | {"lock_enforcement": "warn"}
-        await cfg.update_object("cluster", cluster, 3.0, holds_exclusive={"cluster/BGL"}.__contains__)
+        await cfg.update_object(
+            "cluster", cluster, 3.0, holds_exclusive={"cluster/BGL"}.__contains__
+        )
         w = await cfg.add_object("node", {"name": "n2"}, 4.0, holds_exclusive=held.__contains__)
         assert w.warning is not None and "node/n2" in w.warning
         # filters need no lock
@@ -115,8 +117,9 @@ def test_reservations_durable(tmp_path: Path) -> None:
             await res.reserve("b", "ip", "10.0.0.1")
         with pytest.raises(ReservationError):
             await res.reserve("b", "mac", "AA:00:00:00:00:01", in_config=used.__contains__)
-        macs = [await res.generate_mac("b", "aa:00:00", in_config=used.__contains__)
-                for _ in range(20)]
+        macs = [
+            await res.generate_mac("b", "aa:00:00", in_config=used.__contains__) for _ in range(20)
+        ]
         assert len(set(macs)) == 20 and all(m.startswith("aa:00:00:") for m in macs)
         await res.release_reservation("b", "mac", macs[0])
         await res.reserve("c", "lv", "vg/x")

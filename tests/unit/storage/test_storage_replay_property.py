@@ -40,8 +40,13 @@ OPS = st.lists(
 
 def open_config(path: Path, journal_limit: int = 1 << 20) -> tuple[Store, ConfigState]:
     """The daemon's start-up: recover the config from its store (fresh on first start)."""
-    store: Store = LocalStore(path, "config", snapshot_type=ConfigDocument,
-                              record_type=ConfigChange, journal_limit=journal_limit)  # type: ignore[arg-type]
+    store: Store = LocalStore(
+        path,
+        "config",
+        snapshot_type=ConfigDocument,
+        record_type=ConfigChange,
+        journal_limit=journal_limit,
+    )  # type: ignore[arg-type]
     counter = itertools.count()
     state = recover(
         store,
@@ -63,9 +68,12 @@ def plan_for(state: ConfigState, op: tuple[str, Any, Any], now: float, uuid: Any
         return state.add_object("nodegroup", {"name": a}, now, new_uuid=uuid)
     if name == "add_instance":
         mac = f"aa:00:00:00:00:{ord(a):02x}"
-        return state.add_object("instance", {"name": f"i{a}", "primary_node": b,
-                                             "nics": [{"mac": mac}], "disks": [{"size": 1}]},
-                                now, new_uuid=uuid)
+        return state.add_object(
+            "instance",
+            {"name": f"i{a}", "primary_node": b, "nics": [{"mac": mac}], "disks": [{"size": 1}]},
+            now,
+            new_uuid=uuid,
+        )
     if name == "update_node":
         node = wire(state.get_object("node", a))
         return state.update_object("node", node | {b: not node[b]}, now)

@@ -46,10 +46,12 @@ def test_async_group_commit(tmp_path: Path) -> None:
     async def main() -> list[int]:
         store = make_store(tmp_path)
         store.open()
-        seqs = await asyncio.gather(*[
-            store.append(Put(key=f"k{i}", value=i), on_durable=applied.append)
-            for i in range(200)
-        ])
+        seqs = await asyncio.gather(
+            *[
+                store.append(Put(key=f"k{i}", value=i), on_durable=applied.append)
+                for i in range(200)
+            ]
+        )
         assert store.stats.writes < 20, store.stats  # 200 records share a few writes
         assert store.stats.max_batch > 10
         await store.aclose()
@@ -217,8 +219,10 @@ def test_async_snapshot_while_appending(tmp_path: Path) -> None:
         (lambda t: t.replace('"k1": 1', '"k1": 7'), "checksum mismatch"),
         (lambda t: t.replace('"toy"', '"other"'), "expected 'toy'"),
         (lambda t: t.replace("lockwarden-snapshot", "x"), "format"),
-        (lambda t: t.replace('"k1": 1', '"k1": "one"').replace('"crc32"', '"crc32x"'),
-         "not a valid snapshot"),
+        (
+            lambda t: t.replace('"k1": 1', '"k1": "one"').replace('"crc32"', '"crc32x"'),
+            "not a valid snapshot",
+        ),
     ],
 )
 def test_corrupt_snapshot_refused(tmp_path: Path, mutate, needle: str) -> None:  # type: ignore[no-untyped-def]
@@ -265,8 +269,9 @@ def test_journal_gap_after_snapshot_refused(tmp_path: Path) -> None:
     store2.open()
     store2.snapshot_sync({"k": 1}, 2)  # journal restarts at seq 3
     store2.close()
-    write_atomic(str(tmp_path / "toy.snapshot.json"), encode_snapshot("toy", 1, b'{"k":0}'),
-                 FileOps())
+    write_atomic(
+        str(tmp_path / "toy.snapshot.json"), encode_snapshot("toy", 1, b'{"k":0}'), FileOps()
+    )
     assert json.loads((tmp_path / "toy.snapshot.json").read_text())["state"] == {"k": 0}
     with pytest.raises(JournalCorruptError, match="records are missing"):
         make_store(tmp_path).open()
@@ -315,8 +320,10 @@ def test_failed_async_batch_fails_every_waiter_and_state_stays(tmp_path: Path) -
         await store.append(Put(key="a", value=1), lambda r: apply(applied, r))
         ops.fail["pwrite_dsync"] = ENOSPC
         results = await asyncio.gather(
-            *[store.append(Put(key=f"x{i}", value=i), lambda r: apply(applied, r))
-              for i in range(5)],
+            *[
+                store.append(Put(key=f"x{i}", value=i), lambda r: apply(applied, r))
+                for i in range(5)
+            ],
             return_exceptions=True,
         )
         assert all(isinstance(r, StorageError) for r in results)
@@ -394,8 +401,7 @@ def test_recover_helper(tmp_path: Path) -> None:
         return {"fresh": calls["initial"]}
 
     store = make_store(tmp_path)
-    state = recover(store, initial=initial, from_snapshot=dict, apply=apply,
-                    to_snapshot=dict)
+    state = recover(store, initial=initial, from_snapshot=dict, apply=apply, to_snapshot=dict)
     assert state == {"fresh": 1}
     store.append_sync(Put(key="x", value=1))
     store.close()
@@ -405,8 +411,9 @@ def test_recover_helper(tmp_path: Path) -> None:
     assert state == {"fresh": 1, "x": 1} and calls["initial"] == 1
     os.unlink(tmp_path / "toy.snapshot.json")
     with pytest.raises(SnapshotCorruptError, match="missing"):
-        recover(make_store(tmp_path), initial=initial, from_snapshot=dict, apply=apply,
-                to_snapshot=dict)
+        recover(
+            make_store(tmp_path), initial=initial, from_snapshot=dict, apply=apply, to_snapshot=dict
+        )
 
 
 def test_records_are_msgspec_typed(tmp_path: Path) -> None:
@@ -416,7 +423,8 @@ def test_records_are_msgspec_typed(tmp_path: Path) -> None:
         store.append_sync(object())  # type: ignore[arg-type]
     store.close()
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(Put(key="a", value=1)), type=Rec) == Put(
-        key="a", value=1)
+        key="a", value=1
+    )
 
 
 def test_reopen_keeps_preallocation_and_restarts_obsolete_journal(tmp_path: Path) -> None:
