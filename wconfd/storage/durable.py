@@ -103,11 +103,11 @@ class ConfigStore(_Durable):
         """Load (or create: cluster "lockwarden", group "default", snapshot at once) the
         config.  Raises SnapshotCorruptError / JournalCorruptError /
         ConfigValidationError when the stored config cannot be trusted."""
-        store: LocalStore[ConfigDocument, ConfigChange] = LocalStore(
+        store = LocalStore[ConfigDocument, ConfigChange](
             directory,
             "config",
             snapshot_type=ConfigDocument,
-            record_type=ConfigChange,  # type: ignore[arg-type]
+            record_type=ConfigChange,
             **store_options,
         )
         state = recover(
@@ -195,11 +195,11 @@ class ReservationStore(_Durable):
     @classmethod
     def open(cls, directory: str | os.PathLike[str], **store_options: Any) -> ReservationStore:
         """Load (or create empty) the reservation table."""
-        store: LocalStore[ReservationSnapshot, ReservationChange] = LocalStore(
+        store = LocalStore[ReservationSnapshot, ReservationChange](
             directory,
             "reservations",
             snapshot_type=ReservationSnapshot,
-            record_type=ReservationChange,  # type: ignore[arg-type]
+            record_type=ReservationChange,
             **store_options,
         )
         table = recover(

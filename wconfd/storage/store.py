@@ -167,8 +167,8 @@ class LocalStore(Generic[S, R]):
         directory: str | os.PathLike[str],
         name: str,
         *,
-        snapshot_type: type[S],
-        record_type: type[R],
+        snapshot_type: Any,
+        record_type: Any,
         journal_limit: int = 4 << 20,
         snapshot_ratio: float = 2.0,
         prealloc: int = 1 << 20,
@@ -178,6 +178,10 @@ class LocalStore(Generic[S, R]):
         file_ops: FileOps | None = None,
     ) -> None:
         """Configure a store; nothing is touched on disk until `open()`.
+
+        `snapshot_type` / `record_type` are msgspec types (a Struct, a tagged union, a
+        generic alias like dict[str, int]); subscript the class to type the store:
+        `LocalStore[ConfigDocument, ConfigChange](dir, "config", ...)`.
 
         A snapshot is due when the journal holds more than
         max(journal_limit, snapshot_ratio * last snapshot size) bytes.

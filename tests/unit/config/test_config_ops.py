@@ -240,20 +240,14 @@ def test_get_config_json_cached_and_invalidated() -> None:
 def _grow(state: ConfigState, count: int) -> None:
     node = state.get_object("node", "n1").uuid
     for i in range(count):
-        state.apply(
-            state.add_object(
-                "instance",
-                {
-                    "name": f"inst{i}",
-                    "primary_node": node,
-                    "disks": [{"size": 100}],
-                    "nics": [
-                        {"mac": f"aa:01:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}:00"}
-                    ],
-                },
-                1.0,
-            ).record
-        )  # type: ignore[arg-type]
+        mac = f"aa:01:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}:00"
+        data = {
+            "name": f"inst{i}",
+            "primary_node": node,
+            "disks": [{"size": 100}],
+            "nics": [{"mac": mac}],
+        }
+        apply(state, state.add_object("instance", data, 1.0))
 
 
 def test_large_config_is_fast() -> None:
@@ -270,7 +264,7 @@ def test_large_config_is_fast() -> None:
             t = time.perf_counter()
             plan = state.update_object("instance", inst, 2.0)
             best = min(best, time.perf_counter() - t)
-            state.apply(plan.record)  # type: ignore[arg-type]
+            apply(state, plan)
             inst["serial_no"] += 1
         return best
 

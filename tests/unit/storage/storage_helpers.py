@@ -44,7 +44,7 @@ def make_store(
         path,
         "toy",
         snapshot_type=dict[str, int],
-        record_type=Rec,  # type: ignore[arg-type]
+        record_type=Rec,
         file_ops=ops,
         **kw,
     )

@@ -46,7 +46,7 @@ def open_config(path: Path, journal_limit: int = 1 << 20) -> tuple[Store, Config
         snapshot_type=ConfigDocument,
         record_type=ConfigChange,
         journal_limit=journal_limit,
-    )  # type: ignore[arg-type]
+    )
     counter = itertools.count()
     state = recover(
         store,
