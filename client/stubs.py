@@ -28,6 +28,8 @@ from client.protocol import Response, decode_response, encode
 _RECV = 256 * 1024
 # How long a stub keeps trying to reconnect to a daemon it was connected to (a restart).
 RECONNECT_WINDOW = 10.0
+# Pause between two tries of a call whose connection broke.
+_RETRY_PAUSE = 0.02
 
 
 class _Broken(Exception):
@@ -86,6 +88,21 @@ class _StubBase:
             err = response.error
             raise errors.from_wire({"code": err.code, "message": err.message, "data": err.data})
         return self._decoders[spec.name].decode(response.result)
+
+    def _retry_deadline(self, spec: MethodSpec, broken: _Broken, deadline: float | None) -> float:
+        """Until when a call whose connection broke may be retried; raises if it may not.
+
+        A request that never reached the daemon is always safe to send again; one that
+        did only if its declaration says `reissue`.  Retries stop after RECONNECT_WINDOW.
+        """
+        if broken.sent and not spec.options.reissue:
+            raise self._unreachable(broken.cause) from None
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + RECONNECT_WINDOW
+        if now > deadline:
+            raise self._unreachable(broken.cause) from None
+        return deadline
 
     def _unreachable(self, cause: BaseException) -> errors.ConnectionError:
         return errors.ConnectionError(
@@ -155,7 +172,11 @@ class SyncStub(_StubBase):
         ident = self._identify_params()
         if ident is not None:
             spec = self._api.methods()["identify"]
-            self._on_identified(self._result(spec, self._exchange(spec, ident, self.timeout)))
+            try:
+                response = self._exchange(spec, ident, self.timeout)
+            except _Broken as broken:
+                raise _Broken(broken.cause, sent=False) from None
+            self._on_identified(self._result(spec, response))
 
     def _on_identified(self, result: Any) -> None:
         """Hook for stubs that identify: keep what identify answered."""
@@ -206,17 +227,16 @@ class SyncStub(_StubBase):
             self._sock = None
             self._buf.clear()
             self._pid = os.getpid()
-        for attempt in (1, 2):
+        deadline: float | None = None
+        while True:
             try:
                 if self._sock is None:
                     self._connect()
                 return self._result(spec, self._exchange(spec, params, timeout))
             except _Broken as broken:
                 self.close()
-                if attempt == 1 and (not broken.sent or spec.options.reissue):
-                    continue
-                raise self._unreachable(broken.cause) from None
-        raise AssertionError("unreachable")
+                deadline = self._retry_deadline(spec, broken, deadline)
+                time.sleep(_RETRY_PAUSE)
 
 
 def _sync_method(spec: MethodSpec) -> Callable[..., Any]:
@@ -304,7 +324,10 @@ class AsyncStub(_StubBase):
         ident = self._identify_params()
         if ident is not None:
             spec = self._api.methods()["identify"]
-            response = await self._exchange(writer, spec, ident, self.timeout)
+            try:
+                response = await self._exchange(writer, spec, ident, self.timeout)
+            except _Broken as broken:
+                raise _Broken(broken.cause, sent=False) from None
             self._on_identified(self._result(spec, response))
 
     def _on_identified(self, result: Any) -> None:
@@ -355,16 +378,15 @@ class AsyncStub(_StubBase):
     async def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         params = spec.encode_params(args, kwargs)
         timeout = self._call_timeout(spec, params)
-        for attempt in (1, 2):
+        deadline: float | None = None
+        while True:
             try:
                 writer = await self._ensure_connected()
                 return self._result(spec, await self._exchange(writer, spec, params, timeout))
             except _Broken as broken:
                 await self.close()
-                if attempt == 1 and (not broken.sent or spec.options.reissue):
-                    continue
-                raise self._unreachable(broken.cause) from None
-        raise AssertionError("unreachable")
+                deadline = self._retry_deadline(spec, broken, deadline)
+                await asyncio.sleep(_RETRY_PAUSE)
 
 
 def _async_method(spec: MethodSpec) -> Callable[..., Any]:
