@@ -80,7 +80,7 @@ def test_kill9_restart_restores_live_holders_and_releases_dead(wconfd):
 
 
 def test_waiting_stub_reissues_after_wconfd_restart(wconfd):
-    holder, holder_id = spawn(wconfd.socket, 7, [["node/n1", "exclusive"]])
+    holder, _ = spawn(wconfd.socket, 7, [["node/n1", "exclusive"]])
     try:
         waiter = WConfdClient(wconfd.socket, name="waiter")
         waiter.ping()
