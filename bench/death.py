@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import daemon, summary  # noqa: E402
+from _util import daemon, summary
 
-from client import AsyncWConfdClient  # noqa: E402
+from client import AsyncWConfdClient
 
 TRIALS = 60
 HOLDER = (

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import daemon  # noqa: E402
+from _util import daemon
 
-from client import WConfdClient  # noqa: E402
+from client import WConfdClient
 
 SINGLE_SECONDS = 3.0
 CONTENDED_SECONDS = 5.0
