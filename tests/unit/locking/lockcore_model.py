@@ -66,9 +66,7 @@ def lock_blockers(
 
 
 def blocked_by(held: dict[str, dict[str, str]], other: str, wants: list[tuple[str, str]]) -> bool:
-    return any(
-        conflict(lk, m, l2, m2) for l2, m2 in held.get(other, {}).items() for lk, m in wants
-    )
+    return any(conflict(lk, m, l2, m2) for l2, m2 in held.get(other, {}).items() for lk, m in wants)
 
 
 @dataclass
@@ -197,7 +195,9 @@ class Model:
         if not mine:
             del self.held[owner]
 
-    def blockers(self, owner: str, wants: list[tuple[str, str]], rank: tuple[float, float]) -> set[str]:
+    def blockers(
+        self, owner: str, wants: list[tuple[str, str]], rank: tuple[float, float]
+    ) -> set[str]:
         return lock_blockers(self.held, owner, wants) | fair_blockers(
             self.held, self.queue, owner, wants, rank
         )
@@ -250,10 +250,14 @@ class Model:
     def try_update(self, owner: str, request: list[list[str]], prio: int = 0) -> tuple[Any, ...]:
         return self._update(owner, request, prio, wait=False)
 
-    def update_waiting(self, owner: str, request: list[list[str]], prio: int = 0) -> tuple[Any, ...]:
+    def update_waiting(
+        self, owner: str, request: list[list[str]], prio: int = 0
+    ) -> tuple[Any, ...]:
         return self._update(owner, request, prio, wait=True)
 
-    def _update(self, owner: str, request: list[list[str]], prio: int, wait: bool) -> tuple[Any, ...]:
+    def _update(
+        self, owner: str, request: list[list[str]], prio: int, wait: bool
+    ) -> tuple[Any, ...]:
         pairs = self.parse(request)
         if self.has_pending(owner):
             raise PendingRequestError(owner)
@@ -393,6 +397,5 @@ class Model:
         waits: list[Req | Opp] = [*self.queue, *self.opp.values()]
         waits.sort(key=lambda r: (r.prio, r.seq))
         return [
-            (r.owner, r.prio, [[lk, r.pairs[lk]] for lk in sorted(r.pairs, key=key)])
-            for r in waits
+            (r.owner, r.prio, [[lk, r.pairs[lk]] for lk in sorted(r.pairs, key=key)]) for r in waits
         ]

@@ -19,7 +19,7 @@ SH, EX, REL = "shared", "exclusive", "release"
 
 
 def req(*pairs: str) -> list[list[str]]:
-    """"node/a:x node/b:s node/c:r" style shorthand -> [[lock, mode]]."""
+    """ "node/a:x node/b:s node/c:r" style shorthand -> [[lock, mode]]."""
     modes = {"s": SH, "x": EX, "r": REL}
     out = []
     for p in pairs:
@@ -254,7 +254,9 @@ def test_order_error_message() -> None:
     )
     assert info.value.data["lock"] == "node/b"
     held(m, B="node/[lockset]:s")
-    with pytest.raises(LockOrderError, match="node/a exclusive while holding node/.lockset. shared"):
+    with pytest.raises(
+        LockOrderError, match=r"node/a exclusive while holding node/\[lockset\] shared"
+    ):
         m.try_update("B", req("node/a:x"))
 
 
@@ -479,7 +481,9 @@ def test_opportunistic_respects_rule5_and_rejects_release() -> None:
 def test_opportunistic_wait_extends_on_release() -> None:
     m = LockManager()
     held(m, A="node/b:x node/c:x")
-    o = m.opportunistic_lock_union("B", req("node/a:x", "node/b:x", "node/c:x"), wait=True, since=3.0)
+    o = m.opportunistic_lock_union(
+        "B", req("node/a:x", "node/b:x", "node/c:x"), wait=True, since=3.0
+    )
     assert (o.locks, o.waiting) == (["node/a"], True)
     assert m.has_pending("B") and m.blockers_of("B") == ["A"]
     assert m.wait_for_graph() == {}  # not in the graph
