@@ -9,7 +9,7 @@ O(pairs + answer), independent of how many locks and owners the table holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from client.errors import InvalidParams, LockOrderError
@@ -118,6 +118,21 @@ class HolderIndex:
                 if owners:
                     out.update(owners)
 
+    def any_conflict(self, owner: str, lock: Lock, mode: str) -> bool:
+        """Whether any owner other than `owner` has an entry conflicting with (lock, mode).
+        O(1): only the sizes of the index entries are looked at."""
+        if mode == EXCLUSIVE:
+            if _others(self.holders.get(lock.name), owner):
+                return True
+            if lock.is_set:
+                return _others(self.lvl_any[lock.level], owner)
+            return _others(self.holders.get(lock.lockset), owner)
+        if _others(self.excl.get(lock.name), owner):
+            return True
+        if lock.is_set:
+            return _others(self.lvl_excl[lock.level], owner)
+        return _others(self.excl.get(lock.lockset), owner)
+
     def conflicts_with(self, other: str, lock: Lock, mode: str) -> bool:
         """Whether `other`'s entries conflict with (lock, mode) asked by someone else."""
         holders = self.holders.get(lock.name)
@@ -147,6 +162,13 @@ class HolderIndex:
             holders = self.holders.get(lock.lockset)
             if holders:
                 out.update(holders)
+
+
+def _others(entries: Collection[str] | None, owner: str) -> bool:
+    """Whether `entries` (owners of an index entry) holds someone besides `owner`."""
+    if not entries:
+        return False
+    return len(entries) > 1 or owner not in entries
 
 
 def _decrement(counts: dict[str, int], owner: str) -> None:
@@ -253,6 +275,11 @@ class Allocation:
             add(lock, mode, out)
         out.discard(owner)
         return out
+
+    def is_blocked(self, owner: str, wants: Iterable[Pair]) -> bool:
+        """Whether anybody else's held locks conflict with `wants` (early exit, O(pairs))."""
+        any_conflict = self.index.any_conflict
+        return any(any_conflict(owner, lock, mode) for lock, mode in wants)
 
     def blocked_by(self, other: str, wants: Iterable[Pair]) -> bool:
         """Whether a lock `other` holds conflicts with `wants` (of someone else)."""

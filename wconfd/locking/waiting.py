@@ -472,12 +472,25 @@ class LockManager:
         return found
 
     def _grantable(self, req: _Request) -> bool:
-        """Whether a queued request has no blocker at all."""
-        if self._alloc.blockers(req.owner, req.wants):
+        """Whether a queued request has no blocker at all (cheap: no blocker sets built)."""
+        if self._alloc.is_blocked(req.owner, req.wants):
             return False
-        found: set[str] = set()
-        self._add_fair_blockers(req.owner, req.wants, (req.priority, req.seq), found)
-        return not found
+        return not self._has_fair_blocker(req.owner, req.wants, (req.priority, req.seq))
+
+    def _has_fair_blocker(self, owner: str, wants: Iterable[Pair], rank: tuple[int, int]) -> bool:
+        """Whether rule 5 holds back `wants` of `owner` ranked at `rank` (see below)."""
+        cands: set[str] = set()
+        add = self._pidx.add_conflicts
+        for lock, mode in wants:
+            add(lock, mode, cands)
+        cands.discard(owner)
+        pending = self._pending
+        blocked_by = self._alloc.blocked_by
+        for other in cands:
+            req = pending[other]
+            if (req.priority, req.seq) < rank and not blocked_by(owner, req.wants):
+                return True
+        return False
 
     def _cycle_through(self, start: str) -> list[str] | None:
         """A wait-for cycle start -> ... -> start, or None (depth-first, deterministic)."""
@@ -562,15 +575,12 @@ class LockManager:
         if ow.min_count and self._count_held(ow) + len(missing) < ow.min_count:
             return True  # min_count can never be reached: give up (nothing was acquired)
         free: list[Pair] = []
+        any_conflict = alloc.index.any_conflict
         for pair in missing:
-            single = (pair,)
-            if alloc.blockers(owner, single):
+            if any_conflict(owner, pair[0], pair[1]):
                 continue
-            if self._pending:
-                fair: set[str] = set()
-                self._add_fair_blockers(owner, single, (ow.priority, _NEW), fair)
-                if fair:
-                    continue
+            if self._pending and self._has_fair_blocker(owner, (pair,), (ow.priority, _NEW)):
+                continue
             free.append(pair)
         if not free:
             return False

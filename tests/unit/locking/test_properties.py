@@ -40,7 +40,7 @@ from client.errors import (
     LockOrderError,
     RpcError,
 )
-from wconfd.locking import Allocation, Effects, LockManager
+from wconfd.locking import Allocation, Effects, LockManager, parse_request
 from wconfd.locking.table import HolderIndex
 
 OWNERS = ["a", "b", "c", "d"]
@@ -533,7 +533,10 @@ def test_allocation_blockers_are_exact(
     alloc = Allocation.restore(build(op_list).held())
     before = alloc.held()
     try:
+        wants = alloc.wants(owner, parse_request(request))
+        blocked = alloc.is_blocked(owner, wants)  # the O(1) check agrees with the full one
         blockers = alloc.try_update(owner, request)
+        assert blocked is bool(blockers)
     except (InvalidParams, LockOrderError):
         assert alloc.held() == before
         return
