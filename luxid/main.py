@@ -2,29 +2,79 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from client import paths
 from client.api.luxi import LuxiApi
+from client.daemon import sdnotify
 from client.daemon.dispatch import build_methods
-from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
+from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
+from client.errors import StorageError
 from client.paths import LUXID_SOCKET
+from luxid.config import ConfigLink
+from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
+from luxid.queue import Queue
 from luxid.service import LuxidService
+from luxid.store import JobStore, default_path
+
+
+def job_environment(run_dir: Path, state_dir: Path) -> dict[str, str]:
+    """What job processes inherit: luxid's environment without systemd's notify socket,
+    plus the directories, so they find both daemons."""
+    env = sdnotify.child_environment()
+    env["LW_RUN_DIR"] = str(run_dir)
+    env["LW_STATE_DIR"] = str(state_dir)
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the options and run luxid until SIGTERM."""
     parser = daemon_parser("lw-luxid", "Lockwarden's job-queue daemon (JSON-RPC on a Unix socket).")
+    parser.add_argument(
+        "--job-spawn",
+        choices=["zygote", "exec"],
+        default=os.environ.get("LW_JOB_SPAWN", "zygote"),
+        help="how job processes start: forked from a warm zygote (default) or a fresh "
+        "`python -m jobproc <id>` each",
+    )
+    parser.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="period of the psutil sweep that backs pidfd watching of job processes (default 5)",
+    )
     args = parser.parse_args(argv)
+    run_dir = paths.run_dir(args.run_dir)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        service = LuxidService()
+        env = job_environment(run_dir, state_dir)
+
+        def spawner(procs: JobProcesses) -> Spawner:
+            if args.job_spawn == "exec":
+                return ExecSpawner(env)
+            return ZygoteSpawner(env, procs.watch_child)
+
+        try:
+            store = JobStore.open(default_path(state_dir))
+        except StorageError as exc:
+            raise StartupError(exc.message) from exc
+        queue = Queue(store, spawner, args.sweep_interval)
+        config = ConfigLink(paths.wconfd_socket(run_dir), queue.config_changed)
         server = RpcServer(
             socket_path,
-            build_methods(LuxiApi, service),
+            build_methods(LuxiApi, LuxidService(queue, config)),
             max_message_bytes=args.max_message_bytes,
             group=args.group,
         )
-        await serve_until_stopped(server, "luxid")
+        await queue.open()
+        config.start()
+        try:
+            await serve_until_stopped(server, "luxid")
+        finally:
+            await config.close()
+            await queue.close()
 
     return run_daemon("luxid", LUXID_SOCKET, args, serve)

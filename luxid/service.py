@@ -1,18 +1,171 @@
-"""luxid's RPC methods: the shell around the queue's pure cores."""
+"""luxid's RPC methods (client.api.luxi.LuxiApi): argument checks, then the queue.
+
+Each method checks what the declaration's types cannot (opcodes against the opcode
+registry, field names), delegates to `luxid.queue.Queue` or, for filters, to the wconfd
+link, and shapes the answer.  Every error a client can cause is a typed client.errors
+exception; anything else is a bug, logged by the dispatcher as an InternalError.
+"""
 
 from __future__ import annotations
 
-from client import __version__
+from typing import Any
+
+from client import __version__, errors
 from client.api.common import VersionInfo
+from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo
 from client.daemon.server import Connection
 from client.protocol import PROTOCOL_VERSION
+from jobproc.opcodes.registry import get_opcode_class, validate_job
+from luxid.config import ConfigLink
+from luxid.filters import FILTER_FIELDS, filter_row, rule_from_wire
+from luxid.jobs import register_summary_field, validate_ops
+from luxid.jobs.fields import SUMMARY_FIELDS
+from luxid.queue import Queue
+
+
+def check_job(ops: list[Opcode]) -> None:
+    """A submitted job's opcodes, checked (InvalidParams / InvalidOpcode naming op and
+    param); a third-party opcode's summary field is learned on the way."""
+    validate_ops(ops)
+    for op_id, _params in validate_job(ops):
+        if op_id not in SUMMARY_FIELDS:
+            field = get_opcode_class(op_id).SUMMARY_FIELD
+            if field is not None:
+                register_summary_field(op_id, field)
 
 
 class LuxidService:
-    """Implements client.api.luxi.LuxiApi."""
+    """Implements client.api.luxi.LuxiApi over a Queue and a ConfigLink."""
+
+    def __init__(self, queue: Queue, config: ConfigLink) -> None:
+        self.queue = queue
+        self.config = config
+
+    # -- common ------------------------------------------------------------------------
 
     async def ping(self, conn: Connection) -> str:
         return "pong"
 
     async def version(self, conn: Connection) -> VersionInfo:
         return VersionInfo(version=__version__, protocol=PROTOCOL_VERSION)
+
+    # -- jobs --------------------------------------------------------------------------
+
+    async def submit_job(self, conn: Connection, ops: list[Opcode]) -> int:
+        check_job(ops)
+        (job,) = await self.queue.submit([ops])
+        return job.id
+
+    async def submit_many_jobs(
+        self, conn: Connection, jobs: list[list[Opcode]]
+    ) -> list[tuple[bool, Any]]:
+        answers: list[tuple[bool, Any]] = []
+        valid: list[list[Opcode]] = []
+        for ops in jobs:
+            try:
+                check_job(ops)
+            except (errors.InvalidOpcode, errors.InvalidParams) as exc:
+                answers.append((False, exc.message))
+            else:
+                answers.append((True, None))
+                valid.append(ops)
+        stored = iter(await self.queue.submit(valid) if valid else [])
+        return [(True, next(stored).id) if ok else (ok, msg) for ok, msg in answers]
+
+    async def query_jobs(
+        self, conn: Connection, ids: list[int] | None, fields: list[str]
+    ) -> list[list[Any] | None]:
+        return self.queue.query(ids, fields)
+
+    async def wait_for_job_change(
+        self,
+        conn: Connection,
+        job_id: int,
+        fields: list[str],
+        prev_values: list[Any] | None,
+        prev_log_serial: int | None,
+        timeout: float,
+    ) -> JobChange | str:
+        return await self.queue.wait_for_change(
+            job_id, fields, prev_values, prev_log_serial, timeout
+        )
+
+    async def cancel_job(self, conn: Connection, job_id: int, kill: bool) -> tuple[bool, str]:
+        return await self.queue.cancel(job_id, kill)
+
+    async def change_job_priority(
+        self, conn: Connection, job_id: int, priority: int
+    ) -> tuple[bool, str]:
+        return await self.queue.change_priority(job_id, priority)
+
+    async def archive_job(self, conn: Connection, job_id: int) -> bool:
+        return await self.queue.archive(job_id)
+
+    async def auto_archive_jobs(
+        self, conn: Connection, age: float, timeout: float | None
+    ) -> tuple[int, int]:
+        if timeout is not None and timeout < 0:
+            raise errors.InvalidParams("param `timeout`: must be >= 0 or null (no limit)")
+        return await self.queue.auto_archive(age, timeout)
+
+    async def set_drain_flag(self, conn: Connection, flag: bool) -> bool:
+        await self.queue.set_drained(flag)
+        return True
+
+    async def query_queue_info(self, conn: Connection) -> QueueInfo:
+        return QueueInfo(**self.queue.queue_info())
+
+    # -- filters -----------------------------------------------------------------------
+
+    async def replace_filter(
+        self,
+        conn: Connection,
+        uuid: str | None,
+        priority: int,
+        predicates: list[Any],
+        action: Any,
+        reason: list[Any],
+    ) -> str:
+        rule = await self.config.replace_filter(
+            uuid, priority, predicates, action, reason, watermark=self.queue.store.last_job_id
+        )
+        self.queue.filters.put(rule)
+        self.queue.request_pass()
+        return rule.uuid
+
+    async def delete_filter(self, conn: Connection, uuid: str) -> None:
+        await self.config.delete_filter(uuid)
+        self.queue.filters.remove(uuid)
+        self.queue.request_pass()
+
+    async def query_filters(
+        self, conn: Connection, uuids: list[str] | None, fields: list[str] | None
+    ) -> list[list[Any]]:
+        if fields is not None:
+            unknown = [f for f in fields if f not in FILTER_FIELDS]
+            if unknown:
+                raise errors.InvalidParams(
+                    f"fields: unknown filter field(s) {', '.join(map(repr, unknown))}"
+                    f" (known: {' '.join(FILTER_FIELDS)})"
+                )
+        rules = {}
+        for raw in await self.config.list_filters():
+            try:
+                rule = rule_from_wire(raw)
+            except errors.FilterError:
+                continue
+            rules[rule.uuid] = rule
+        if uuids is None:
+            chosen = [rules[key] for key in sorted(rules)]
+        else:
+            missing = [u for u in uuids if u not in rules]
+            if missing:
+                raise errors.NotFound(f"no filter rule with uuid {', '.join(missing)}")
+            chosen = [rules[u] for u in uuids]
+        return [filter_row(rule, fields) for rule in chosen]
+
+    # -- job processes -----------------------------------------------------------------
+
+    async def job_report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
+        return await self.queue.report(conn, job_id, event)
+

@@ -1,9 +1,199 @@
-"""The luxid API (SPEC §6.2): declared once, served by luxid, called by the stubs."""
+"""The luxid API (SPEC §6.2): declared once, served by luxid, called by the stubs.
+
+Besides the job-queue methods of §6.2 it declares `job_report`, the channel a job process
+(jobproc, SPEC §7) uses to tell luxid what it does and to learn what it should do next.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+import msgspec
+
 from client.api.common import CommonApi
+from client.api.declare import rpc
+from client.errors import (
+    FilterError,
+    InvalidOpcode,
+    InvalidParams,
+    NotFound,
+    PermissionDenied,
+    QueueDrained,
+    StorageError,
+)
+
+# An opcode: {"OP_ID": "OP_…", <params>…, priority?, depends?, reason?, comment?}.
+Opcode = dict[str, Any]
+# [serial, timestamp, type, message]
+LogEntry = tuple[int, float, str, Any]
+
+
+class JobChange(msgspec.Struct, frozen=True):
+    """What wait_for_job_change answers when something changed."""
+
+    values: list[Any]
+    log: list[LogEntry]
+
+
+class QueueInfo(msgspec.Struct, frozen=True):
+    """The queue at a glance: drain flag, slots, jobs per status, number of filters."""
+
+    drained: bool
+    max_running_jobs: int
+    running: int
+    counts: dict[str, int]
+    filters: int
+
+
+# -- the job-process protocol (SPEC §7) ----------------------------------------------------
+#
+# A job process sends events about its own job; luxid answers each with a Directive.  All
+# events are idempotent (a job process re-sends an event whose answer it did not get, e.g.
+# across a luxid restart), and each names the opcode it is about by index.
+
+
+class Hello(msgspec.Struct, frozen=True, tag="hello", tag_field="event"):
+    """The job process starts: send me my opcodes and where to begin."""
+
+
+class Check(msgspec.Struct, frozen=True, tag="check", tag_field="event"):
+    """Something may have changed (SIGUSR1, a lock-wait timeout): what should I do now?"""
+
+    index: int
+
+
+class Waiting(msgspec.Struct, frozen=True, tag="waiting", tag_field="event"):
+    """Opcode `index` waits for its locks (its status becomes `waiting`)."""
+
+    index: int
+
+
+class Running(msgspec.Struct, frozen=True, tag="running", tag_field="event"):
+    """Opcode `index` holds its locks: may it run?  (Its status becomes `running`.)"""
+
+    index: int
+
+
+class Log(msgspec.Struct, frozen=True, tag="log", tag_field="event"):
+    """A log entry of opcode `index`; `seq` counts the opcode's entries from 0 (dedup)."""
+
+    index: int
+    seq: int
+    type: str
+    message: Any
+
+
+class Priority(msgspec.Struct, frozen=True, tag="priority", tag_field="event"):
+    """The lock-timeout strategy raised opcode `index`'s priority to `priority`."""
+
+    index: int
+    priority: int
+
+
+class Finish(msgspec.Struct, frozen=True, tag="finish", tag_field="event"):
+    """Opcode `index` ended: success (result), error (result = message) or canceled."""
+
+    index: int
+    status: Literal["success", "error", "canceled"]
+    result: Any = None
+
+
+JobEvent = Hello | Check | Waiting | Running | Log | Priority | Finish
+
+
+class Directive(msgspec.Struct, frozen=True):
+    """luxid's answer to a job event.
+
+    `stop`: end the job process now (after freeing its locks): the job is finalized,
+    canceled or paused.  Otherwise `index` is the opcode to work on and `priority` its
+    current priority.  `ops` (the job's opcodes) comes with the answer to Hello only.
+    """
+
+    stop: bool
+    index: int | None = None
+    priority: int = 0
+    ops: list[Opcode] | None = None
 
 
 class LuxiApi(CommonApi):
-    """The job queue."""
+    """The job queue, its filters, and the reports of job processes."""
+
+    # -- jobs ------------------------------------------------------------------------
+
+    @rpc(InvalidOpcode, QueueDrained, InvalidParams, StorageError)
+    def submit_job(self, ops: list[Opcode]) -> int:
+        """Queue a job (a list of opcodes); its id.  A job a REJECT rule applies to is
+        stored as canceled before this returns."""
+
+    @rpc(InvalidParams, QueueDrained, StorageError)
+    def submit_many_jobs(self, jobs: list[list[Opcode]]) -> list[tuple[bool, Any]]:
+        """Queue several jobs at once; per job [true, id] or [false, message]."""
+
+    @rpc(InvalidParams, StorageError, reissue=True)
+    def query_jobs(self, ids: list[int] | None, fields: list[str]) -> list[list[Any] | None]:
+        """One row of the requested fields per id (null for unknown ids; ids null: all
+        non-archived jobs)."""
+
+    @rpc(NotFound, InvalidParams, StorageError, reissue=True)
+    def wait_for_job_change(
+        self,
+        job_id: int,
+        fields: list[str],
+        prev_values: list[Any] | None,
+        prev_log_serial: int | None,
+        timeout: float,
+    ) -> JobChange | str:
+        """Return as soon as the fields differ from prev_values, newer log entries exist or
+        the job is finalized; "nochange" at the timeout."""
+
+    @rpc(NotFound, StorageError)
+    def cancel_job(self, job_id: int, kill: bool = False) -> tuple[bool, str]:
+        """Cancel a job: queued or waiting at once; running at its next safe point (SIGTERM),
+        or at once with `kill` (SIGKILL, the job ends in error "killed")."""
+
+    @rpc(NotFound, InvalidParams, StorageError)
+    def change_job_priority(self, job_id: int, priority: int) -> tuple[bool, str]:
+        """Change the priority of a queued or running job's remaining opcodes."""
+
+    @rpc(NotFound, StorageError)
+    def archive_job(self, job_id: int) -> bool:
+        """Archive a finalized job; false if it is not finalized or already archived."""
+
+    @rpc(InvalidParams, StorageError)
+    def auto_archive_jobs(self, age: float, timeout: float | None = None) -> tuple[int, int]:
+        """Archive finalized jobs that ended more than `age` seconds ago, for at most
+        `timeout` seconds; [archived, remaining]."""
+
+    @rpc(StorageError)
+    def set_drain_flag(self, flag: bool) -> bool:
+        """Set or clear the drain flag (while set, submits fail with QueueDrained)."""
+
+    @rpc(reissue=True)
+    def query_queue_info(self) -> QueueInfo:
+        """Drain flag, max running jobs, running count, jobs per status, filter count."""
+
+    # -- filters (SPEC §6.3) ---------------------------------------------------------
+
+    @rpc(FilterError, InvalidParams, StorageError)
+    def replace_filter(
+        self, uuid: str | None, priority: int, predicates: list[Any], action: Any, reason: list[Any]
+    ) -> str:
+        """Add (uuid null, or a uuid not in use) or replace a filter rule; its uuid."""
+
+    @rpc(NotFound, StorageError)
+    def delete_filter(self, uuid: str) -> None:
+        """Remove a filter rule."""
+
+    @rpc(NotFound, InvalidParams, reissue=True)
+    def query_filters(
+        self, uuids: list[str] | None = None, fields: list[str] | None = None
+    ) -> list[list[Any]]:
+        """Rows of the requested fields (default all) for the given filters (default all,
+        sorted by uuid)."""
+
+    # -- job processes (SPEC §7) -----------------------------------------------------
+
+    @rpc(PermissionDenied, NotFound, InvalidParams, StorageError, reissue=True)
+    def job_report(self, job_id: int, event: JobEvent) -> Directive:
+        """A job process reports on its job; only the job's recorded process may call it
+        (checked with SO_PEERCRED).  Answers what the job process should do next."""

@@ -201,6 +201,14 @@ class StoreTransaction:
                 self._dropped.add(job_id)
         return done
 
+    def set_meta(self, key: str, value: int) -> None:
+        """Store a small durable setting of the queue (e.g. the drain flag)."""
+        if key == "last_job_id":
+            raise errors.InvalidParams("last_job_id is managed by allocate_ids")
+        self._conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value))
+        )
+
     # --- helpers
 
     def _saved_serial(self, job_id: int) -> int:
@@ -378,6 +386,11 @@ class JobStore:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise errors.StorageError(f"job store read failed: {exc}") from exc
+
+    def meta(self, key: str, default: int = 0) -> int:
+        """A setting stored with `StoreTransaction.set_meta`, or `default`."""
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return int(rows[0][0]) if rows else default
 
     @property
     def last_job_id(self) -> int:

@@ -1,0 +1,126 @@
+"""The OpContext an opcode runs with in a job process: config and reservations through
+the wconfd stub, log and job submission through luxid, an interruptible sleep.
+
+Opcodes are synchronous (jobproc.opcodes.context.OpContext) and run in a worker thread;
+the stubs are asyncio clients living on the job process's event loop, so every call is
+handed to the loop (`run_coroutine_threadsafe`) and waited for.  One connection per
+daemon serves the whole job, and the loop can still watch signals and luxid while the
+opcode runs.  Results of wconfd are msgspec Structs or JSON; opcodes get plain dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from client import AsyncLuxiClient, AsyncWConfdClient
+from client.api.luxi import Log
+from jobproc.opcodes.context import ConfigObject
+from jobproc.opcodes.errors import Canceled, OpExecError
+
+Report = Callable[[Any], Awaitable[Any]]
+
+
+class JobContext:
+    """Implements jobproc.opcodes.OpContext for opcode `index` of a job."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        job_id: int,
+        index: int,
+        priority: int,
+        wconfd: AsyncWConfdClient,
+        luxi: AsyncLuxiClient,
+        report: Report,
+        canceled: threading.Event,
+        interruptible: bool,
+    ) -> None:
+        self._loop = loop
+        self._job_id = job_id
+        self._index = index
+        self._priority = priority
+        self._wconfd = wconfd
+        self._luxi = luxi
+        self._report = report
+        self._canceled = canceled
+        self._interruptible = interruptible
+        self._log_seq = 0
+        self.reserved = False  # whether the opcode reserved anything in wconfd
+
+    def _call(self, call: Awaitable[Any]) -> Any:
+        """Run a stub call on the event loop and wait for its answer (or its error)."""
+        return asyncio.run_coroutine_threadsafe(_awaited(call), self._loop).result()
+
+    # -- OpContext: identity --------------------------------------------------------------
+
+    @property
+    def job_id(self) -> int:
+        return self._job_id
+
+    @property
+    def priority(self) -> int:
+        return self._priority
+
+    def set_priority(self, priority: int) -> None:
+        """The opcode runs at this priority (raised while it waited for its locks)."""
+        self._priority = priority
+
+    # -- ConfigReader / ConfigWriter ------------------------------------------------------
+
+    def get_object(self, kind: str, key: str) -> ConfigObject:
+        return _plain(self._call(self._wconfd.get_object(kind=kind, key=key)))
+
+    def list_objects(self, kind: str) -> list[ConfigObject]:
+        return [_plain(o) for o in self._call(self._wconfd.list_objects(kind=kind))]
+
+    def add_object(self, kind: str, obj: Mapping[str, Any]) -> ConfigObject:
+        return _plain(self._call(self._wconfd.add_object(kind=kind, object=dict(obj))))
+
+    def update_object(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        return _plain(self._call(self._wconfd.update_object(kind=kind, object=dict(obj))))
+
+    def remove_object(self, kind: str, key: str) -> None:
+        self._call(self._wconfd.remove_object(kind=kind, key=key))
+
+    def generate_mac(self) -> str:
+        self.reserved = True
+        return str(self._call(self._wconfd.generate_mac()))
+
+    def reserve(self, namespace: str, value: str) -> None:
+        self.reserved = True
+        self._call(self._wconfd.reserve(namespace=namespace, value=value))
+
+    # -- OpContext: the job -----------------------------------------------------------------
+
+    def log(self, message: str, type: str = "message") -> None:
+        seq, self._log_seq = self._log_seq, self._log_seq + 1
+        self._call(self._report(Log(index=self._index, seq=seq, type=type, message=message)))
+
+    def sleep(self, seconds: float) -> None:
+        """Wait; an interruptible opcode stops at once when the job is canceled."""
+        if not self._interruptible:
+            time.sleep(seconds)
+        elif self._canceled.wait(seconds):
+            raise Canceled()
+
+    def submit_jobs(self, jobs: list[list[dict[str, Any]]]) -> list[int]:
+        answers = self._call(self._luxi.submit_many_jobs(jobs=jobs))
+        refused = [f"job {i}: {msg}" for i, (ok, msg) in enumerate(answers) if not ok]
+        if refused:
+            raise OpExecError("luxid refused submitted jobs: " + "; ".join(refused))
+        return [int(job_id) for _, job_id in answers]
+
+
+async def _awaited(call: Awaitable[Any]) -> Any:
+    return await call
+
+
+def _plain(value: Any) -> Any:
+    """A wconfd answer as plain JSON values (dicts, lists) for the opcode."""
+    return msgspec.to_builtins(value) if isinstance(value, msgspec.Struct) else value

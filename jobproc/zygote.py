@@ -1,0 +1,71 @@
+"""The warm zygote (SPEC §6.4, §11): a process that has imported everything a job needs
+and forks one child per job, so a job starts in a millisecond instead of paying for a
+fresh interpreter and its imports.
+
+Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`; the
+zygote forks and answers `<job_id> <pid>\\n` (or `<job_id> error <text>\\n`).  It says
+`ready\\n` once loaded and exits when luxid closes the channel; its children live on.
+
+The zygote never starts threads or an event loop, so forking it is safe.  SIGCHLD is
+ignored, so the kernel reaps finished children.  SIGTERM and SIGUSR1 stay blocked (luxid
+spawned it so): children inherit the mask and unblock once their handlers are in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def preload() -> None:
+    """Import and initialise what every job uses, once, before any fork."""
+    import jobproc.runner  # noqa: F401 - the import is the point
+    from jobproc.opcodes import known_op_ids
+
+    known_op_ids()  # loads the built-in opcodes and the plugins
+
+
+def serve(run_dir: Path) -> int:
+    """Answer spawn requests until luxid closes the channel."""
+    preload()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    os.write(1, b"ready\n")
+    for line in sys.stdin.buffer:
+        try:
+            job_id = int(line)
+        except ValueError:
+            log.error("ignoring a bad request %r", line)
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.write(1, f"{job_id} error {exc}\n".encode())
+            continue
+        if pid == 0:
+            _child(job_id, run_dir)
+        os.write(1, f"{job_id} {pid}\n".encode())
+    return 0
+
+
+def _child(job_id: int, run_dir: Path) -> None:
+    """In the forked child: leave the zygote's session and channel, run the job, exit."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(2, 1)
+        os.close(devnull)
+        from jobproc.main import run_job
+
+        code = run_job(job_id, run_dir)
+    except BaseException:
+        log.exception("job %d failed in its process", job_id)
+    finally:
+        os._exit(code)

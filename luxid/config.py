@@ -1,0 +1,139 @@
+"""luxid as a wconfd client: it follows the configuration and keeps the filters there.
+
+Two settings of the configuration matter to the queue: `cluster.max_running_jobs` and
+the `filters` (SPEC §6.3: filters live in the configuration, so they persist with it and
+survive both daemons' restarts).  `ConfigLink.follow` long-polls `wait_config_change`
+and re-reads both whenever the configuration's serial moves, so a change made by anyone
+(luxid itself, another luxid client, `lw` talking to wconfd directly) reaches the
+scheduler within one round trip; there is no polling timer.  While wconfd cannot be
+reached the link retries with a short back-off and the queue keeps its last settings.
+
+Filter writes need no lock (SPEC §5: queue control must never wait for the queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+from msgspec.structs import replace
+
+from client import AsyncWConfdClient, errors
+from client.api.wconfd import UpdateResult
+from luxid.filters import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
+
+log = logging.getLogger(__name__)
+
+# How long one wait_config_change call waits before it is renewed.
+FOLLOW_TIMEOUT = 30.0
+RETRY_MIN, RETRY_MAX = 0.05, 1.0
+# Attempts of a filter write that races with another writer of the same rule.
+WRITE_ATTEMPTS = 5
+
+OnConfig = Callable[[int, list[Any]], None]
+
+
+class ConfigLink:
+    """Follows the settings the queue needs and writes the filters (see the module doc)."""
+
+    def __init__(self, socket_path: os.PathLike[str] | str, on_config: OnConfig) -> None:
+        self.client = AsyncWConfdClient(socket_path, name="luxid")
+        self._on_config = on_config
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Begin following the configuration in the background."""
+        self._task = asyncio.get_running_loop().create_task(self.follow())
+
+    async def close(self) -> None:
+        """Stop following and close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.client.close()
+
+    async def follow(self) -> None:
+        """Read the settings, then again after every change of the configuration."""
+        since = -1
+        delay = RETRY_MIN
+        failing = False
+        while True:
+            try:
+                serial = await self.client.wait_config_change(
+                    since_serial=since, timeout=FOLLOW_TIMEOUT if since >= 0 else 0
+                )
+                if serial != since:
+                    await self.refresh()
+                    since = serial
+                if failing:
+                    log.info("wconfd reachable again")
+                failing, delay = False, RETRY_MIN
+            except errors.RpcError as exc:
+                if not failing:
+                    log.warning("cannot follow the configuration: %s; retrying", exc.message)
+                failing = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+
+    async def refresh(self) -> list[Any]:
+        """Read max_running_jobs and the filters now and hand them to the queue."""
+        cluster, filters = await asyncio.gather(
+            self.client.get_object(kind="cluster"), self.client.list_objects(kind="filter")
+        )
+        self._on_config(int(cluster["max_running_jobs"]), filters)
+        return list(filters)
+
+    # -- filters -------------------------------------------------------------------------
+
+    async def replace_filter(
+        self,
+        uuid: str | None,
+        priority: Any,
+        predicates: Any,
+        action: Any,
+        reason: Any,
+        watermark: int,
+    ) -> FilterRule:
+        """Validate, then add or replace the rule in wconfd; the rule as stored.
+
+        A rule that does not exist yet is added, even with a given uuid (Ganeti: upsert).
+        Raises FilterError for a bad rule before anything is written.
+        """
+        key = validate_uuid(uuid) if uuid is not None else str(uuidlib.uuid4())
+        rule = make_rule(
+            key, priority, predicates, action, reason,
+            watermark=watermark, now_ns=time.time_ns(),
+        )  # fmt: skip
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                stored = await self._get_filter(key)
+                if stored is None:
+                    added = await self.client.add_object(kind="filter", object=rule_to_wire(rule))
+                    return rule_from_wire(added)
+                current = replace(rule, serial_no=stored.serial_no, ctime=stored.ctime)
+                result: UpdateResult = await self.client.update_object(
+                    kind="filter", object=rule_to_wire(current)
+                )
+                return replace(current, serial_no=result.serial_no, mtime=result.mtime)
+            except (errors.StaleObjectError, errors.AlreadyExists, errors.NotFound):
+                continue  # another writer changed the rule meanwhile: read it again
+        raise errors.StorageError(f"filter {key} keeps changing under us; try again")
+
+    async def delete_filter(self, uuid: str) -> None:
+        """Remove a rule from wconfd (NotFound if there is none)."""
+        await self.client.remove_object(kind="filter", key=uuid)
+
+    async def list_filters(self) -> list[Any]:
+        """Every rule as stored in wconfd."""
+        return list(await self.client.list_objects(kind="filter"))
+
+    async def _get_filter(self, uuid: str) -> FilterRule | None:
+        try:
+            return rule_from_wire(await self.client.get_object(kind="filter", key=uuid))
+        except errors.NotFound:
+            return None

@@ -1,0 +1,144 @@
+"""The live jobs in memory, kept in step with the store, and change notification.
+
+luxid keeps every non-archived job in memory (a dict of frozen Job values) and answers
+queries from it.  A change is made in memory first, so the next decision of the event loop
+builds on it, then written through the StoreWriter; whoever caused it is answered once it
+is durable, and the watchers of the job (wait_for_job_change) are woken then too.  If the
+write fails, the jobs are reloaded from the store, so memory never stays ahead of the disk.
+
+Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from client import errors
+from luxid.jobs import Job, job_status
+from luxid.store import JobStore
+from luxid.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class JobTable:
+    """Live jobs by id, their durable writes and their change futures."""
+
+    def __init__(self, store: JobStore, writer: StoreWriter) -> None:
+        self.store = store
+        self.writer = writer
+        self.jobs: dict[int, Job] = {job.id: job for job in store.load_live()}
+        self._changed: dict[int, asyncio.Future[None]] = {}
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job | None:
+        """A live job, or None."""
+        return self.jobs.get(job_id)
+
+    def find(self, job_id: int) -> Job | None:
+        """A live or archived job, or None if there never was such a job."""
+        job = self.jobs.get(job_id)
+        if job is None and 0 < job_id <= self.store.last_job_id:
+            job = self.store.load_job(job_id)
+        return job
+
+    def status_of(self, job_id: int) -> str | None:
+        """Any job's status (archived ones included), None if unknown."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            return job_status(job)
+        return self.store.status_of(job_id)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def put(self, jobs: Iterable[Job]) -> list[Job]:
+        """Set the jobs in memory (not durable yet); returns them."""
+        out = list(jobs)
+        for job in out:
+            self.jobs[job.id] = job
+        return out
+
+    async def commit(self, jobs: Iterable[Job]) -> None:
+        """Set the jobs in memory, make them durable, then wake their watchers.
+
+        On a storage failure the jobs are reloaded from the store and the error raised.
+        """
+        await self.commit_soon(jobs)
+
+    def commit_soon(self, jobs: Iterable[Job]) -> asyncio.Future[None]:
+        """Set the jobs in memory and enqueue their write now (writes keep the order of
+        the changes); the future resolves once they are durable and watchers are woken.
+        Nobody needs to await it (a scheduling pass does not)."""
+        changed = self.put(jobs)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if not changed:
+            done.set_result(None)
+            return done
+        write = self.writer.update(changed)
+        write.add_done_callback(lambda fut: self._written(fut, changed, done))
+        return done
+
+    def _written(
+        self, write: asyncio.Future[None], jobs: list[Job], done: asyncio.Future[None]
+    ) -> None:
+        exc = write.exception()
+        ids = [job.id for job in jobs]
+        if exc is not None:
+            log.error("could not store jobs %s: %s", ids, exc)
+            self._reload(ids)
+            if not done.done():
+                done.set_exception(exc)
+                done.exception()  # retrieved: fire-and-forget callers need not look
+            return
+        self.notify(ids)
+        if not done.done():
+            done.set_result(None)
+
+    def added(self, jobs: Iterable[Job]) -> None:
+        """New jobs were stored (by the writer): take them in memory and wake watchers."""
+        ids = [job.id for job in self.put(jobs)]
+        self.notify(ids)
+
+    def drop(self, ids: Iterable[int]) -> None:
+        """Archived jobs leave memory."""
+        for job_id in ids:
+            self.jobs.pop(job_id, None)
+            self._wake(job_id)
+
+    def _reload(self, ids: list[int]) -> None:
+        try:
+            stored = self.store.load_jobs(ids)
+        except errors.RpcError as exc:
+            log.error("cannot reload jobs %s after a failed write: %s", ids, exc.message)
+            return
+        for job_id in ids:
+            job = stored.get(job_id)
+            if job is None or job.archived:
+                self.jobs.pop(job_id, None)
+            else:
+                self.jobs[job_id] = job
+        self.notify(ids)
+
+    # -- change notification -----------------------------------------------------------
+
+    def notify(self, ids: Iterable[int]) -> None:
+        """Wake everyone waiting for a change of these jobs."""
+        for job_id in ids:
+            self._wake(job_id)
+
+    def _wake(self, job_id: int) -> None:
+        fut = self._changed.pop(job_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def changed(self, job_id: int) -> asyncio.Future[None]:
+        """A future resolved at the next change of the job (shared by all its watchers)."""
+        fut = self._changed.get(job_id)
+        if fut is None or fut.done():
+            fut = asyncio.get_running_loop().create_future()
+            self._changed[job_id] = fut
+        return fut
