@@ -1,0 +1,186 @@
+"""StorageError on injected ENOSPC / EIO (SPEC §5, §10): the call fails, nothing changes.
+
+The real daemon cannot be told to fail a write (and should not be), so this runs wconfd's
+own service and RPC server *in this process*, in a thread with its own event loop, on a
+real socket reached with the real `WConfdClient`.  The only difference from `lw-wconfd` is
+the store's FileOps (its documented fault-injection seam), which fails the next journal
+write with a chosen errno.  Afterwards a real `lw-wconfd` opens the same state directory
+and must find exactly the acknowledged writes.  (test_config_durability.py shows the same
+through the real daemon with a real EFBIG.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wconfd.service
+from client import WConfdClient, errors
+from client.api.wconfd import WConfdApi
+from client.daemon.dispatch import build_methods
+from client.daemon.server import RpcServer
+from wconfd.storage.fileops import FileOps
+from wconfd.storage.journal import MAGIC
+from wconfd.storage.store import LocalStore
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FlakyOps(FileOps):
+    """FileOps that fails the next journal record write with `fail` (once)."""
+
+    def __init__(self) -> None:
+        self.fail: int | None = None
+        self.failed = 0
+
+    def _check(self, data: bytes | memoryview) -> None:
+        # Only frames (records) fail: zero-filling (preallocation, undo) and snapshots pass,
+        # so the store can undo the failed write and stay usable.
+        if self.fail is not None and bytes(data[:4]) == MAGIC:
+            code, self.fail = self.fail, None
+            self.failed += 1
+            raise OSError(code, os.strerror(code))
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        self._check(data)
+        super().pwrite(fd, data, offset)
+
+    def pwrite_dsync(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        self._check(data)
+        super().pwrite_dsync(fd, data, offset)
+
+
+class InProcessWConfd:
+    """WConfdService + RpcServer on `socket` in a thread; the store uses `ops`."""
+
+    def __init__(self, state_dir: Path, socket: Path) -> None:
+        self.state_dir = state_dir
+        self.socket = socket
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> InProcessWConfd:
+        self._thread.start()
+        assert self.ready.wait(10), self.error
+        return self
+
+    def stop(self) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        assert not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:
+            self.error = exc
+            self.ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        service = wconfd.service.WConfdService(self.state_dir)
+        server = RpcServer(
+            self.socket,
+            build_methods(WConfdApi, service, service.guard),
+            on_disconnect=service.disconnected,
+        )
+        service.start()
+        await server.start()
+        self.ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await server.stop()
+            service.close()
+
+
+@pytest.fixture
+def flaky(monkeypatch: pytest.MonkeyPatch) -> FlakyOps:
+    """Make WConfdService's store use a FlakyOps (for services built in this test)."""
+    ops = FlakyOps()
+
+    class FlakyStore(LocalStore[Any, Any]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, file_ops=ops, **kwargs)
+
+    monkeypatch.setattr(wconfd.service, "LocalStore", FlakyStore)
+    return ops
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_failed_writes_change_nothing_and_wconfd_keeps_serving(daemon_factory, flaky, code):
+    real = daemon_factory("wconfd")  # only its dirs for now; started at the end
+    inproc = InProcessWConfd(real.state_dir, real.socket).start()
+    try:
+        wc = WConfdClient(real.socket, name="admin")
+        locks = [
+            ["cluster/BGL", "exclusive"],
+            ["instance/[lockset]", "exclusive"],
+            ["node/[lockset]", "exclusive"],
+        ]
+        assert wc.try_update_locks(locks) == []
+        node = wc.add_object("node", {"name": "n1"})
+        inst = wc.add_object(
+            "instance", {"name": "i1", "primary_node": "n1", "nics": [{"mac": "aa:00:00:00:00:01"}]}
+        )
+        flt = wc.add_object("filter", {"action": "PAUSE"})
+        wc.reserve("ip", "10.0.0.1")
+        before = wc.get_config()
+        reserved = wc.list_reservations()
+        cluster = before["cluster"]
+
+        writes: list[tuple[str, Any]] = [
+            ("add node", lambda: wc.add_object("node", {"name": "n2"})),
+            ("update node", lambda: wc.update_object("node", {**node, "offline": True})),
+            ("update instance", lambda: wc.update_object("instance", {**inst, "memory": 64})),
+            ("remove instance", lambda: wc.remove_object("instance", "i1")),
+            ("update cluster", lambda: wc.update_object("cluster", {**cluster, "tags": ["t"]})),
+            ("add filter", lambda: wc.add_object("filter", {"action": "REJECT"})),
+            ("remove filter", lambda: wc.remove_object("filter", flt["uuid"])),
+            ("reserve", lambda: wc.reserve("ip", "10.0.0.2")),
+            ("release", lambda: wc.release_reservation("ip", "10.0.0.1")),
+            ("release all", lambda: wc.release_reservations()),
+            ("generate_mac", lambda: wc.generate_mac()),
+        ]
+        for what, write in writes:
+            flaky.fail = code
+            with pytest.raises(errors.StorageError) as info:
+                write()
+            assert info.value.data["type"] == "StorageError", what
+            assert info.value.data["errno"] == code, what
+            assert "nothing was changed" in info.value.message, what
+            assert wc.get_config() == before, what
+            assert wc.list_reservations() == reserved, what
+            assert wc.wait_config_change(before["serial_no"], 0) == before["serial_no"], what
+        assert flaky.failed == len(writes)
+
+        # Still serving, and the same writes now succeed.
+        results = {what: write() for what, write in writes[:4]}
+        assert results["update instance"].serial_no == 2
+        assert wc.get_object("node", "n1")["offline"] is True
+        with pytest.raises(errors.NotFound):
+            wc.get_object("instance", "i1")
+        wc.reserve("ip", "10.0.0.2")
+        acknowledged = wc.get_config()
+        assert acknowledged["serial_no"] == before["serial_no"] + 4
+        reserved = wc.list_reservations()
+    finally:
+        inproc.stop()
+
+    # The real daemon on the same state dir finds exactly what was acknowledged.
+    real.start()
+    assert wc.get_config() == acknowledged
+    assert wc.list_reservations() == reserved
+    assert "Traceback" not in real.log()
