@@ -53,32 +53,36 @@ WORKER = textwrap.dedent(
                     raise AssertionError(f"conflict: {oa} {la} {ma} vs {ob} {lb} {mb}")
 
     client = WConfdClient(socket, name=f"load{seed}")
-    stats = {"grants": 0, "timeouts": 0, "deadlocks": 0, "blocked": 0, "max_overshoot": 0.0}
+    stats = {"grants": 0, "timeouts": 0, "deadlocks": 0, "blocked": 0, "order": 0, "max_overshoot": 0.0}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         client.free_locks()
         locks = sorted(rng.sample(POOL, rng.randint(1, 3)), key=key)
         request = [[lk, rng.choice(["shared", "exclusive"])] for lk in locks]
         op = rng.random()
-        if op < 0.3:
-            if client.try_update_locks(request):
-                stats["blocked"] += 1
-                continue
-        elif op < 0.4:
-            client.opportunistic_lock_union(request, timeout=rng.choice([0, 0.05]))
-        else:
-            timeout = rng.choice([0.05, 0.2, 1.0])
-            t0 = time.monotonic()
-            try:
-                result = client.update_locks_waiting(request, priority=rng.randint(-2, 2), timeout=timeout)
-            except errors.DeadlockError:
-                stats["deadlocks"] += 1
-                continue
-            overshoot = time.monotonic() - t0 - timeout
-            stats["max_overshoot"] = max(stats["max_overshoot"], overshoot)
-            if not result.granted:
-                stats["timeouts"] += 1
-                continue
+        try:
+            if op < 0.3:
+                if client.try_update_locks(request):
+                    stats["blocked"] += 1
+                    continue
+            elif op < 0.4:
+                client.opportunistic_lock_union(request, timeout=rng.choice([0, 0.05]))
+            else:
+                timeout = rng.choice([0.05, 0.2, 1.0])
+                t0 = time.monotonic()
+                try:
+                    result = client.update_locks_waiting(request, priority=rng.randint(-2, 2), timeout=timeout)
+                except errors.DeadlockError:
+                    stats["deadlocks"] += 1
+                    continue
+                overshoot = time.monotonic() - t0 - timeout
+                stats["max_overshoot"] = max(stats["max_overshoot"], overshoot)
+                if not result.granted:
+                    stats["timeouts"] += 1
+                    continue
+        except errors.LockOrderError:  # e.g. a member exclusive beside its lockset shared
+            stats["order"] += 1
+            continue
         stats["grants"] += 1
         check(client)
         if rng.random() < 0.3:  # an upgrade of what is held
@@ -86,7 +90,7 @@ WORKER = textwrap.dedent(
             if held:
                 try:
                     client.update_locks_waiting([[held[-1][0], "exclusive"]], timeout=0.1)
-                except errors.DeadlockError:
+                except (errors.DeadlockError, errors.LockOrderError):
                     stats["deadlocks"] += 1
                 check(client)
         time.sleep(rng.random() * 0.005)
