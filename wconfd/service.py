@@ -40,7 +40,7 @@ class WConfdService(LockMethods, ConfigMethods):
             state_dir,
             "wconfd",
             snapshot_type=Snapshot,
-            record_type=Record,  # type: ignore[arg-type]
+            record_type=Record,
         )
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         self._init_lock_waits()
