@@ -80,20 +80,29 @@ def realistic_rules(rnd: random.Random, watermark: int) -> list[FilterRule]:
 
     actions = ["REJECT", "PAUSE", ["RATE_LIMIT", 3], "ACCEPT", "CONTINUE"]
     for i in range(500):  # plugin opcodes that no queued job uses
-        add(rnd.randint(0, 99), [["opcode", ["==", "OP_ID", f"OP_PLUGIN_{i}"]]], rnd.choice(actions))
+        add(
+            rnd.randint(0, 99), [["opcode", ["==", "OP_ID", f"OP_PLUGIN_{i}"]]], rnd.choice(actions)
+        )
     for i in range(150):  # a specific instance's operations
         add(
             rnd.randint(0, 99),
-            [["opcode", ["&", ["=", "OP_ID", "OP_INSTANCE_MIGRATE"], ["==", "instance_name", f"x{i}"]]]],
+            [
+                [
+                    "opcode",
+                    ["&", ["=", "OP_ID", "OP_INSTANCE_MIGRATE"], ["==", "instance_name", f"x{i}"]],
+                ]
+            ],
             rnd.choice(actions),
         )
     for i in range(100):  # maintenance exceptions by exact reason
         add(rnd.randint(0, 99), [["reason", ["==", "reason", f"maintenance ticket {i}"]]], "ACCEPT")
     for i in range(50):  # by reason source
         add(rnd.randint(0, 99), [["reason", ["==", "source", f"tool-{i}"]]], "PAUSE")
-    for i in range(100):  # job-id windows (old drains, single jobs)
+    for _ in range(100):  # job-id windows (old drains, single jobs)
         lo = rnd.randint(20_000, 90_000)
-        add(rnd.randint(0, 99), [["jobid", ["&", [">=", "id", lo], ["<", "id", lo + 50]]]], "REJECT")
+        add(
+            rnd.randint(0, 99), [["jobid", ["&", [">=", "id", lo], ["<", "id", lo + 50]]]], "REJECT"
+        )
     for i in range(50):  # reason regexes (tested on every job)
         add(rnd.randint(0, 99), [["reason", ["=~", "reason", f"^ticket-{i}\\b"]]], "ACCEPT")
     for _ in range(40):  # documentation rules
