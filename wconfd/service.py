@@ -116,7 +116,10 @@ class WConfdService(LockMethods, ConfigMethods):
             HeldLocks(client_id=owner, locks=[(lk, mode) for lk, mode in self.locks.held_by(owner)])
             for owner in owners
         ]
-        await asyncio.gather(*(self.commit(record) for record in records))
+        if len(records) == 1:  # the common case: no task for one record
+            await self.commit(records[0])
+        else:  # appended in one loop round, so one journal write carries them all
+            await asyncio.gather(*(self.commit(record) for record in records))
 
     def _holds_anything(self, client_id: str) -> bool:
         return self.holds_locks(client_id) or self.state.reservations.count(client_id) > 0
