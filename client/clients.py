@@ -17,16 +17,23 @@ from client.stubs import AsyncStub, SyncStub
 
 
 class _Identifies:
-    """The identify handshake every new wconfd connection starts with (SPEC §3.1)."""
+    """The identify handshake every new wconfd connection starts with (SPEC §3.1).
 
-    job_id: int | None
-    name: str | None
-    client_id: str | None
+    Mixed in before SyncStub or AsyncStub, whose __init__ it extends with the identity.
+    """
 
-    def _setup_identity(self, job_id: int | None, name: str | None) -> None:
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        job_id: int | None = None,
+        name: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        super().__init__(socket_path, timeout=timeout)  # type: ignore[call-arg]
         self.job_id = job_id
         self.name = name
-        self.client_id = None
+        self.client_id: str | None = None
 
     def _identify_params(self) -> dict[str, Any] | None:
         pid = os.getpid()
@@ -47,33 +54,11 @@ class WConfdClient(_Identifies, SyncStub, WConfdApi, api=WConfdApi):
 
     _daemon = "wconfd"
 
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str] | None = None,
-        *,
-        job_id: int | None = None,
-        name: str | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        SyncStub.__init__(self, socket_path, timeout=timeout)
-        self._setup_identity(job_id, name)
-
 
 class AsyncWConfdClient(_Identifies, AsyncStub, api=WConfdApi):
     """asyncio wconfd client; connects lazily and identifies as this process."""
 
     _daemon = "wconfd"
-
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str] | None = None,
-        *,
-        job_id: int | None = None,
-        name: str | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        AsyncStub.__init__(self, socket_path, timeout=timeout)
-        self._setup_identity(job_id, name)
 
 
 class LuxiClient(SyncStub, LuxiApi, api=LuxiApi):

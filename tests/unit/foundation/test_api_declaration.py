@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 
 import msgspec
@@ -17,24 +16,19 @@ from luxid.service import LuxidService
 from wconfd.service import WConfdService
 
 
-def _wconfd_service(state_dir):
-    async def make():
-        return WConfdService(state_dir)
-
-    return asyncio.run(make())
-
-
 @pytest.mark.parametrize(
     ("api", "stubs", "service"),
     [
-        (WConfdApi, (WConfdClient, AsyncWConfdClient), _wconfd_service),
-        (LuxiApi, (LuxiClient, AsyncLuxiClient), lambda state_dir: LuxidService()),
+        (WConfdApi, (WConfdClient, AsyncWConfdClient), WConfdService),
+        (LuxiApi, (LuxiClient, AsyncLuxiClient), LuxidService),
     ],
 )
-def test_server_and_stubs_come_from_the_declaration(api, stubs, service, tmp_path):
+def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
     declared = set(api.methods())
     assert {"ping", "version"} <= declared
-    assert set(build_methods(api, service(tmp_path))) == declared
+    # The method table checks the service's methods against the declaration; no state
+    # is needed for that, so the service is not initialised.
+    assert set(build_methods(api, service.__new__(service))) == declared
     for stub in stubs:
         for name, spec in api.methods().items():
             method = getattr(stub, name)
