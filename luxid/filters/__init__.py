@@ -1,8 +1,34 @@
 """The pure filter core of luxid (SPEC §6.3): query language, rules, evaluator, rate limits.
 
-No sockets, files, clocks or processes.  The scheduler builds one `FilterChain` per filter
-set and one `FilterJob` per job, asks `chain.verdict(job)`, and uses `Admission` for
-RATE_LIMIT and reason-bucket slots; luxid's replace_filter calls `make_rule`.
+No sockets, files, clocks or processes.  How the rest of luxid uses it:
+
+replace_filter(uuid, priority, predicates, action, reason)
+    `rule = make_rule(uuid or str(uuid4()), priority, predicates, action, reason,
+    watermark=<highest job id allocated>, now_ns=<now>, previous=<stored rule or None>)`
+    raises FilterError naming the bad part; store `rule_to_wire(rule)` in wconfd's `filters`
+    (add_object, or update_object: `previous` carries the serial_no it checks).
+    The CLI's `--action "RATE_LIMIT n"` goes through `parse_action_text`.
+query_filters(uuids, fields)
+    `filter_row(rule, fields)` per rule (InvalidParams for an unknown field).
+On every filter-set change (wait_config_change)
+    `chain = FilterChain(config["filters"].values(), previous=chain)`; stored rules that do
+    not decode or compile never apply and are reported in `chain.errors`.
+Per job, once (at submit or load)
+    `fjob = FilterJob(job.id, [op.input for op in job.ops])`; keep it with the job.
+Submit
+    `v = chain.verdict(fjob)`; REJECT → store the job `canceled` with result
+    `rejected_result(v.rule_uuid)` and still return its id.
+A scheduling pass (queued jobs in (priority, id) order, dependencies satisfied)
+    `adm = Admission.from_running((chain.verdict(r), r.buckets) for r in running)` where
+    running = every job with a process (waiting/running/canceling) or being started;
+    then per queued job: `v = chain.verdict(fjob)`; REJECT → cancel it; otherwise
+    `reason = adm.try_start(v, fjob.buckets)`: None → start it (stop at max_running_jobs;
+    those left get "max running jobs reached"), else `reason` is its pending_reason
+    ("paused by filter <uuid>", "rate-limit bucket <key> full", "rate-limited by filter
+    <uuid>").  Running jobs: `chain.verdict(r)` PAUSE → pause at the next opcode boundary;
+    REJECT never touches a running job.
+Verdicts are a pure function of (rules, job); `chain.verdict` memoises internally, and the
+scheduler may also cache them per (chain, job id) since a job's filter inputs never change.
 """
 
 from luxid.filters.job import COMMON_PARAMS, FilterJob
