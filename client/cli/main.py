@@ -1,0 +1,413 @@
+"""`lw`, Lockwarden's command line (SPEC §8.1), with Ganeti's `gnt-*` habits.
+
+This module only builds the argument parser and dispatches: each leaf command names its
+handler as ``"module:function"`` inside `client.cli`, imported when that command runs, so
+``lw --help`` and ``lw job list`` load nothing they do not use.  Handlers take
+``(ctx, args)`` and return the exit code; failures are exceptions that `main` maps to the
+exit codes of §8.1:
+
+- 0 done; 1 the operation or job failed (or was rejected); 2 usage error;
+  3 a daemon could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+_EPILOG = """\
+exit codes: 0 done, 1 the operation or job failed (or was rejected), 2 usage error,
+3 a daemon could not be reached.
+
+Start a development stack with `lw up --demo`; see `lw COMMAND --help` for each command."""
+
+
+def _dir_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--run-dir/--state-dir; below the top level they only override when given."""
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        default=default,
+        help="the daemons' socket directory (default: $LW_RUN_DIR, /run/lockwarden for root, "
+        "else $XDG_RUNTIME_DIR/lockwarden)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=default,
+        help="the state directory, for `lw up` and `lw rapi-user` (default: $LW_STATE_DIR, "
+        "/var/lib/lockwarden for root, else $XDG_STATE_HOME/lockwarden)",
+    )
+
+
+def _parent(fill: Any) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    fill(parser)
+    return parser
+
+
+def _table_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "-o",
+        "--output",
+        metavar="FIELD,...",
+        help="fields to show, comma-separated; '+a,b' adds to the default fields",
+    )
+    group.add_argument("--no-headers", action="store_true", help="omit the header line")
+    group.add_argument(
+        "--separator", metavar="SEP", help="separate columns with SEP instead of aligning them"
+    )
+    group.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not -20 <= value <= 19:
+        raise argparse.ArgumentTypeError(f"{value} is outside -20..19 (lower is more urgent)")
+    return value
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("job")
+    group.add_argument(
+        "--submit",
+        action="store_true",
+        help="print the job id and return instead of waiting for the job",
+    )
+    group.add_argument(
+        "--reason",
+        metavar="TEXT",
+        help="why (kept in the job's reason trail; 'rate-limit:N:LABEL' runs at most N such "
+        "jobs at once)",
+    )
+    group.add_argument(
+        "--priority",
+        type=_priority,
+        metavar="P",
+        help="job priority, -20 (most urgent) .. 19; default 0",
+    )
+
+
+def _yes_no(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("yes", "y", "true", "1"):
+        return True
+    if lowered in ("no", "n", "false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected yes or no, got {text!r}")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def _size_mib(text: str) -> int:
+    """A size in MiB: `512`, `512M`, `2G`, `1.5T` (binary units)."""
+    import re
+
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([mgt]?)(?:i?b)?", text.strip().lower())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512, 512M, 10G)")
+    mib = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    if mib < 1:
+        raise argparse.ArgumentTypeError(f"size must be at least 1 MiB, got {text!r}")
+    return mib
+
+
+class _Builder:
+    """Adds commands with the shared option groups and a lazily imported handler."""
+
+    def __init__(self) -> None:
+        self.common = _parent(lambda p: _dir_options(p, top=False))
+        self.table = _parent(_table_options)
+        self.job = _parent(_job_options)
+
+    def group(self, sub: Any, name: str, help: str) -> Any:
+        parser = sub.add_parser(name, help=help, description=help, parents=[self.common])
+        return parser.add_subparsers(dest="action", metavar="COMMAND", required=True)
+
+    def leaf(
+        self,
+        sub: Any,
+        name: str,
+        handler: str,
+        help: str,
+        *parents: argparse.ArgumentParser,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name,
+            help=help,
+            description=description or help,
+            parents=[self.common, *parents],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.set_defaults(handler=handler)
+        return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `lw` command tree."""
+    parser = argparse.ArgumentParser(
+        prog="lw",
+        description="Lockwarden's command line: the cluster, its job queue, filters and locks.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _dir_options(parser, top=True)
+    b = _Builder()
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _stack_commands(b, top)
+    _node_commands(b, top)
+    _instance_commands(b, top)
+    _job_commands(b, top)
+    _filter_commands(b, top)
+    _queue_commands(b, top)
+    _other_commands(b, top)
+    return parser
+
+
+def _stack_commands(b: _Builder, top: Any) -> None:
+    up = b.leaf(
+        top,
+        "up",
+        "up:up",
+        "start wconfd, luxid and rapi in the foreground (development stack)",
+        description="Start lw-wconfd, lw-luxid and lw-rapi as children on the run and state "
+        "dirs, wait until each answers, and stop them all on Ctrl-C or SIGTERM (or when one "
+        "of them dies).",
+    )
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="fill an empty cluster with three nodes and let anyone read the RAPI",
+    )
+    up.add_argument("--rapi-bind", default="127.0.0.1", metavar="ADDR", help="RAPI address")
+    up.add_argument(
+        "--rapi-port", type=_non_negative_int, default=5080, metavar="PORT", help="RAPI port"
+    )
+    up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
+    up.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the daemons' log level (default INFO)",
+    )
+    b.leaf(top, "info", "cluster:info", "cluster and queue summary", b.table)
+
+
+def _node_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "node", "list, inspect, add, remove and modify nodes")
+    b.leaf(sub, "list", "cluster:node_list", "list the nodes", b.table)
+    b.leaf(sub, "info", "cluster:node_info", "show one node", b.table).add_argument("name")
+    add = b.leaf(sub, "add", "cluster:node_add", "add a node (an OP_NODE_ADD job)", b.job)
+    add.add_argument("name")
+    add.add_argument("-g", "--group", help="node group (default: default)")
+    add.add_argument("--primary-ip", metavar="IP", help="the node's primary IP address")
+    b.leaf(
+        sub, "remove", "cluster:node_remove", "remove a node (an OP_NODE_REMOVE job)", b.job
+    ).add_argument("name")
+    mod = b.leaf(
+        sub, "modify", "cluster:node_modify", "change a node (an OP_NODE_SET_PARAMS job)", b.job
+    )
+    mod.add_argument("name")
+    mod.add_argument("-O", "--offline", type=_yes_no, metavar="yes|no", help="mark offline")
+    mod.add_argument("-D", "--drained", type=_yes_no, metavar="yes|no", help="mark drained")
+    mod.add_argument(
+        "-C", "--master-candidate", type=_yes_no, metavar="yes|no", help="master candidate"
+    )
+
+
+def _instance_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "instance", "list, inspect, add, remove and migrate instances")
+    b.leaf(sub, "list", "cluster:instance_list", "list the instances", b.table)
+    b.leaf(sub, "info", "cluster:instance_info", "show one instance", b.table).add_argument("name")
+    add = b.leaf(
+        sub, "add", "cluster:instance_add", "create an instance (an OP_INSTANCE_CREATE job)", b.job
+    )
+    add.add_argument("name")
+    add.add_argument(
+        "--memory", type=_size_mib, default=512, metavar="SIZE", help="memory (MiB, or 2G)"
+    )
+    add.add_argument("--vcpus", type=_positive_int, default=1, metavar="N", help="virtual CPUs")
+    add.add_argument(
+        "--disk",
+        action="append",
+        type=_size_mib,
+        default=[],
+        metavar="SIZE",
+        help="a disk of SIZE (MiB, or 10G); repeat for more disks",
+    )
+    add.add_argument(
+        "-n", "--node", metavar="NODE", help="primary node (default: the least loaded)"
+    )
+    add.add_argument("--nics", type=_non_negative_int, default=1, metavar="N", help="NICs")
+    b.leaf(
+        sub, "remove", "cluster:instance_remove", "remove an instance (OP_INSTANCE_REMOVE)", b.job
+    ).add_argument("name")
+    mig = b.leaf(
+        sub,
+        "migrate",
+        "cluster:instance_migrate",
+        "move an instance to another node (OP_INSTANCE_MIGRATE)",
+        b.job,
+    )
+    mig.add_argument("name")
+    mig.add_argument("-n", "--target-node", metavar="NODE", help="where to (default: chosen)")
+
+
+def _job_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "job", "list, inspect, follow, cancel and submit jobs")
+    b.leaf(sub, "list", "jobs:job_list", "list the jobs that are not archived", b.table)
+    b.leaf(sub, "info", "jobs:job_info", "show one job", b.table).add_argument("id", type=int)
+    b.leaf(
+        sub, "watch", "jobs:job_watch", "follow a job's log until it ends; exit 1 if it failed"
+    ).add_argument("id", type=int)
+    cancel = b.leaf(sub, "cancel", "jobs:job_cancel", "cancel a job")
+    cancel.add_argument("id", type=int)
+    cancel.add_argument(
+        "--kill", action="store_true", help="SIGKILL a running job instead of a clean stop"
+    )
+    b.leaf(sub, "archive", "jobs:job_archive", "archive a finished job").add_argument(
+        "id", type=int
+    )
+    prio = b.leaf(sub, "priority", "jobs:job_priority", "change a queued or running job's priority")
+    prio.add_argument("id", type=int)
+    prio.add_argument("priority", type=_priority, help="-20 (most urgent) .. 19")
+    submit = b.leaf(
+        sub,
+        "submit",
+        "jobs:job_submit",
+        "submit a job from a JSON file of opcodes and wait for it",
+        b.job,
+        description='Submit a job read from FILE ("-" for stdin): a JSON list of opcodes, '
+        'e.g. [{"OP_ID": "OP_TEST_DELAY", "duration": 1}], or one opcode object.',
+    )
+    submit.add_argument("file", metavar="FILE.json")
+
+
+def _filter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--priority",
+        type=_non_negative_int,
+        metavar="N",
+        help="rule priority, >= 0; lower is consulted first (add: default 0)",
+    )
+    parser.add_argument(
+        "--predicates",
+        metavar="JSON",
+        help='JSON list of predicates, e.g. \'[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]\' '
+        "(add: default [], matches every job)",
+    )
+    parser.add_argument(
+        "--action",
+        metavar="ACTION",
+        help='ACCEPT, PAUSE, REJECT, CONTINUE or "RATE_LIMIT n" (add: default CONTINUE)',
+    )
+    parser.add_argument("--reason", metavar="TEXT", help="why (kept in the reason trail)")
+
+
+def _filter_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "filter", "manage the job filter rules")
+    b.leaf(sub, "list", "filters:filter_list", "list the filter rules", b.table)
+    b.leaf(sub, "info", "filters:filter_info", "show one filter rule", b.table).add_argument("uuid")
+    add = b.leaf(sub, "add", "filters:filter_add", "add a filter rule; prints its uuid")
+    _filter_options(add)
+    rep = b.leaf(
+        sub,
+        "replace",
+        "filters:filter_replace",
+        "replace a filter rule (options not given keep their values)",
+    )
+    rep.add_argument("uuid")
+    _filter_options(rep)
+    b.leaf(sub, "delete", "filters:filter_delete", "delete a filter rule").add_argument("uuid")
+
+
+def _queue_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "queue", "the job queue: summary and drain flag")
+    b.leaf(sub, "info", "queue:queue_info", "drain flag, running jobs, jobs per status", b.table)
+    b.leaf(sub, "drain", "queue:queue_drain", "refuse new jobs (running and queued jobs go on)")
+    b.leaf(sub, "undrain", "queue:queue_undrain", "accept new jobs again")
+    sub = b.group(top, "lock", "wconfd's locks")
+    b.leaf(sub, "list", "locks:lock_list", "all locks with their owners and waiters", b.table)
+
+
+def _other_commands(b: _Builder, top: Any) -> None:
+    sub = b.group(top, "debug", "debugging aids")
+    delay = b.leaf(
+        sub, "delay", "debug:delay", "run an OP_TEST_DELAY job (holds node locks)", b.job
+    )
+    delay.add_argument("seconds", type=_seconds)
+    delay.add_argument(
+        "--on-node",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="hold node/NODE exclusively while waiting (repeatable; need not exist)",
+    )
+    delay.add_argument("--repeat", type=_non_negative_int, default=0, help="wait N times")
+    delay.add_argument("--fail", action="store_true", help="fail after waiting")
+    delay.add_argument(
+        "--log-message", action="append", default=[], metavar="TEXT", help="log TEXT first"
+    )
+
+    sub = b.group(top, "rapi-user", "the RAPI users file (rapi_users in the state dir)")
+    add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user")
+    add.add_argument("name")
+    add.add_argument("--write", action="store_true", help="may also change things")
+    add.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of stdin instead of prompting",
+    )
+    b.leaf(sub, "list", "rapi_users:user_list", "list the RAPI users", b.table)
+    b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `lw` command; the exit code (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    module, _, func = str(args.handler).partition(":")
+    handler = getattr(importlib.import_module(f"client.cli.{module}"), func)
+    from client.cli.context import run
+
+    return run(handler, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
