@@ -1,0 +1,134 @@
+"""The aiohttp application: the route table served with authentication, JSON bodies and
+Ganeti's error body `{"code", "message", "explain"}` for every failure.
+
+No traceback ever reaches a client: daemon errors map to HTTP statuses
+(`resources.RPC_STATUS`), anything unexpected is logged and answered 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from client import errors
+from rapi import openapi
+from rapi.auth import REALM, Authorizer, Verdict
+from rapi.resources import ROUTES, RPC_STATUS, Backend, HttpError, Request, Route
+
+log = logging.getLogger(__name__)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+MAX_BODY_BYTES = 4 * 1024 * 1024
+BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
+
+
+def json_response(
+    value: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """A JSON answer."""
+    return web.Response(
+        body=_encoder.encode(value), status=status, content_type="application/json", headers=headers
+    )
+
+
+def error_response(
+    status: int, explain: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    """Ganeti's error body."""
+    try:
+        message = HTTPStatus(status).phrase
+    except ValueError:
+        message = "Error"
+    return json_response({"code": status, "message": message, "explain": explain}, status, headers)
+
+
+def _rpc_status(exc: errors.RpcError) -> int:
+    for cls, status in RPC_STATUS.items():
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+@web.middleware
+async def errors_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Every failure as Ganeti's error body; nothing unexpected escapes."""
+    try:
+        return await handler(request)
+    except HttpError as exc:
+        return error_response(exc.status, exc.explain, exc.headers)
+    except errors.RpcError as exc:
+        status = _rpc_status(exc)
+        if status >= 500:
+            log.error("%s %s: %s", request.method, request.path, exc)
+        return error_response(status, exc.message)
+    except web.HTTPException as exc:  # the router's 404/405, aiohttp's 413 …
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow",)}
+        return error_response(exc.status, exc.text or exc.reason, headers)
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, "internal error; the lw-rapi log has the details")
+
+
+async def _json_body(request: web.Request) -> Any:
+    """The decoded JSON body; None if there is none; 400 if it is not JSON."""
+    raw = await request.read()
+    if not raw.strip():
+        return None
+    try:
+        return _decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise HttpError(400, f"malformed JSON body: {exc}") from None
+
+
+def _endpoint(
+    route: Route, authorizer: Authorizer
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if not route.public:
+            verdict = await authorizer.decide(
+                request.headers.get("Authorization"),
+                write=route.write,
+                what=f"{request.method} {request.path}",
+                peer=request.remote or "?",
+            )
+            if verdict is Verdict.UNAUTHENTICATED:
+                raise HttpError(
+                    401,
+                    "authentication required: HTTP Basic with a user of the rapi_users file",
+                    {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+                )
+            if verdict is Verdict.FORBIDDEN:
+                raise HttpError(403, "this user may only read; writes need the write right")
+        body = await _json_body(request)
+        req = Request(request.match_info, request.query, body, request.app[BACKEND])
+        return json_response(await route.handler(req))
+
+    return handle
+
+
+def make_app(backend: Backend, authorizer: Authorizer) -> web.Application:
+    """The RAPI application for a backend (the daemons' clients) and an authorizer."""
+    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
+    app[BACKEND] = backend
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, _endpoint(route, authorizer))
+    doc = _encoder.encode(openapi.document(ROUTES))
+
+    async def get_openapi(request: web.Request) -> web.Response:
+        return web.Response(body=doc, content_type="application/json")
+
+    app.router.add_get(openapi.OPENAPI_PATH, get_openapi, allow_head=False)
+
+    async def close_backend(app: web.Application) -> None:
+        await app[BACKEND].close()
+
+    app.on_cleanup.append(close_backend)
+    return app

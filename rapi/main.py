@@ -1,0 +1,138 @@
+"""`lw-rapi`: the HTTP remote API daemon (SPEC §8.2), a client of luxid and wconfd."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import ssl
+from pathlib import Path
+
+from aiohttp import web
+
+from client import AsyncLuxiClient, AsyncWConfdClient, paths
+from client.cli.rapi_users import users_path
+from client.daemon import sdnotify
+from client.daemon.runner import install_event_loop_policy, setup_logging, wait_for_stop_signal
+from rapi.app import make_app
+from rapi.auth import Authorizer, UsersFile
+from rapi.resources import Backend
+
+log = logging.getLogger("rapi")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """lw-rapi's options; --run-dir/--state-dir win over LW_RUN_DIR/LW_STATE_DIR."""
+    parser = argparse.ArgumentParser(
+        prog="lw-rapi",
+        description="Lockwarden's HTTP remote API (Ganeti RAPI version 2), a client of "
+        "wconfd and luxid.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where rapi_users lives (default: $LW_STATE_DIR, /var/lib/lockwarden for root)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        help="the daemons' sockets (default: $LW_RUN_DIR, /run/lockwarden for root)",
+    )
+    parser.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default 127.0.0.1)",
+    )
+    parser.add_argument("--port", type=int, default=5080, help="TCP port (default 5080)")
+    parser.add_argument(
+        "--ssl-cert", type=Path, metavar="FILE", help="serve HTTPS with this certificate (PEM)"
+    )
+    parser.add_argument(
+        "--ssl-key", type=Path, metavar="FILE", help="the certificate's private key (PEM)"
+    )
+    parser.add_argument(
+        "--allow-anonymous-read",
+        action="store_true",
+        help="let clients without credentials read (writes always need a user with write)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("LW_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging threshold (default INFO; INFO logs every request)",
+    )
+    return parser
+
+
+def ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server TLS context for the certificate and key (OSError/SSLError if unusable)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
+    """Listen until SIGTERM/SIGINT; 1 if the address cannot be bound."""
+    run = paths.run_dir(args.run_dir)
+    state = paths.state_dir(args.state_dir)
+    backend = Backend(
+        luxi=AsyncLuxiClient(run / paths.LUXID_SOCKET),
+        wconfd=AsyncWConfdClient(run / paths.WCONFD_SOCKET, name="lw-rapi"),
+    )
+    users = UsersFile(users_path(state))
+    users.users()  # read (and report problems) at start-up
+    app = make_app(backend, Authorizer(users, allow_anonymous_read=args.allow_anonymous_read))
+    runner = web.AppRunner(app, access_log=logging.getLogger("rapi.access"))
+    await runner.setup()
+    site = web.TCPSite(runner, args.bind, args.port, ssl_context=tls, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        log.error("cannot listen on %s port %d: %s", args.bind, args.port, exc.strerror or exc)
+        await runner.cleanup()
+        return 1
+    scheme = "https" if tls else "http"
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    where = f"{scheme}://{host}:{args.port}/"
+    log.info(
+        "lw-rapi listening on %s (luxid and wconfd in %s; users in %s)", where, run, users.path
+    )
+    sdnotify.ready(f"serving on {where}")
+    watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
+    try:
+        await wait_for_stop_signal()
+    finally:
+        sdnotify.stopping()
+        watchdog.cancel()
+        await runner.cleanup()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the options and serve until SIGTERM."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.ssl_cert is None) != (args.ssl_key is None):
+        parser.error("--ssl-cert and --ssl-key go together")
+    if not 0 < args.port < 65536:
+        parser.error(f"--port must be 1..65535, got {args.port}")
+    setup_logging("lw-rapi", args.log_level)
+    tls = None
+    if args.ssl_cert is not None:
+        try:
+            tls = ssl_context(args.ssl_cert, args.ssl_key)
+        except (OSError, ssl.SSLError) as exc:
+            log.error(
+                "cannot use --ssl-cert %s / --ssl-key %s: %s", args.ssl_cert, args.ssl_key, exc
+            )
+            return 1
+    install_event_loop_policy()
+    try:
+        code = asyncio.run(serve(args, tls))
+    except Exception:
+        log.critical("lw-rapi failed", exc_info=True)
+        return 1
+    log.info("lw-rapi stopped")
+    return code

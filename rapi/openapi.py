@@ -1,0 +1,108 @@
+"""The OpenAPI 3.1 document of the RAPI, derived from the route table (`rapi.resources`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from client import __version__
+from rapi.resources import SCHEMAS, Route
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_REASONS = {
+    400: "malformed request (parameters or body)",
+    401: "no, malformed or wrong credentials",
+    403: "the user lacks the write right",
+    404: "no such object",
+    409: "already exists",
+    502: "a daemon (wconfd, luxid) is unreachable",
+    503: "the queue is drained",
+}
+OPENAPI_PATH = "/openapi.json"
+
+
+def _operation_id(route: Route) -> str:
+    words = [w.strip("{}") for w in route.path.strip("/").split("/") if w]
+    return "_".join([route.method.lower(), *words]).replace(".", "_").replace("-", "_")
+
+
+def _error(code: int) -> dict[str, Any]:
+    return {
+        "description": _REASONS.get(code, "error"),
+        "content": {"application/json": {"schema": _ERROR}},
+    }
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": route.summary,
+        "operationId": _operation_id(route),
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {"application/json": {"schema": route.response}},
+            }
+        },
+    }
+    if route.params:
+        op["parameters"] = [
+            {
+                "name": p.name,
+                "in": p.where,
+                "required": p.where == "path",
+                "description": p.description,
+                "schema": p.schema,
+            }
+            for p in route.params
+        ]
+    if route.body is not None:
+        op["requestBody"] = {
+            "required": False,
+            "content": {"application/json": {"schema": route.body}},
+        }
+    codes = set(route.errors)
+    if route.public:
+        op["security"] = []
+    else:
+        codes |= {401, 502} | ({403} if route.write else set())
+        op["x-lockwarden-access"] = "write" if route.write else "read"
+    for code in sorted(codes):
+        op["responses"][str(code)] = _error(code)
+    return op
+
+
+def document(routes: Iterable[Route]) -> dict[str, Any]:
+    """The OpenAPI document describing every resource of `routes` and itself."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+    paths[OPENAPI_PATH] = {
+        "get": {
+            "summary": "this document",
+            "operationId": "get_openapi",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                }
+            },
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Lockwarden remote API",
+            "version": __version__,
+            "description": "Ganeti-compatible RAPI (version 2) for Lockwarden's job queue, filters "
+            "and cluster objects. Reads need a valid user (HTTP Basic) unless lw-rapi runs with "
+            "--allow-anonymous-read; writes need a user with the write right. Errors carry "
+            "Ganeti's body {code, message, explain}.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+        },
+        "security": [{"basic": []}],
+    }
