@@ -45,9 +45,14 @@ class SpawnError(Exception):
 class Spawner(Protocol):
     """Starts the process of a job and returns its pid."""
 
-    async def spawn(self, job_id: int) -> int: ...
+    async def prepare(self) -> None:
+        """Get ready to start jobs (at luxid's start)."""
 
-    async def close(self) -> None: ...
+    async def spawn(self, job_id: int) -> int:
+        """Start the process of `job_id`; its pid (SpawnError if it cannot)."""
+
+    async def close(self) -> None:
+        """Stop what the spawner runs (job processes live on)."""
 
 
 def _posix_spawn(argv: list[str], env: Mapping[str, str], stdio_fd: int | None = None) -> int:
@@ -74,6 +79,9 @@ class ExecSpawner:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
 
+    async def prepare(self) -> None:
+        """Nothing to prepare."""
+
     async def spawn(self, job_id: int) -> int:
         return _posix_spawn([sys.executable, "-m", "jobproc", str(job_id)], self.env)
 
@@ -93,6 +101,14 @@ class ZygoteSpawner:
         self._ready: asyncio.Future[None] | None = None
         self._waiting: dict[int, asyncio.Future[int]] = {}
         self._lock = asyncio.Lock()
+
+    async def prepare(self) -> None:
+        """Start the zygote now, so that the first job does not wait for its imports."""
+        try:
+            await self._ensure_started()
+        except (OSError, SpawnError, TimeoutError, EOFError) as exc:
+            log.warning("cannot start the job zygote (%s); jobs will start by exec", exc)
+            self._broken(exc)
 
     async def spawn(self, job_id: int) -> int:
         try:
@@ -191,6 +207,10 @@ class JobProcesses:
     def start_watching(self) -> None:
         """Begin the fallback sweep (pidfds need no task)."""
         self.watcher.start()
+
+    async def prepare(self) -> None:
+        """Let the spawner get ready (start the zygote)."""
+        await self.spawner.prepare()
 
     async def close(self) -> None:
         """Stop watching; job processes keep running."""

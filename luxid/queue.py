@@ -44,6 +44,7 @@ from luxid.jobs import (
     new_job,
     pause_job,
     process_exited,
+    reason_paused,
     select_jobs,
     set_pending_reason,
     start_job,
@@ -114,6 +115,7 @@ class Queue:
                 log.warning("job %d: its process %d died while luxid was away", job.id, key.pid)
         await self.table.commit(dead)
         self.procs.start_watching()
+        self._background(self.procs.prepare())
 
     async def close(self) -> None:
         """Stop scheduling and background work; job processes keep running."""
@@ -440,10 +442,12 @@ class Queue:
         for job_id, message in fail:
             changed.append(fail_job(jobs[job_id], now, message))
         for job_id in pause:
-            changed.append(pause_job(jobs[job_id]))
+            verdict = self.filters.verdict(jobs[job_id])
+            reason = reason_paused(verdict.rule_uuid) if verdict is not None else None
+            changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
         for job_id in unpause:
             if active_op_index(jobs[job_id]) is not None:  # not told to stop yet
-                changed.append(unpause_job(jobs[job_id]))
+                changed.append(set_pending_reason(unpause_job(jobs[job_id]), None))
         reasons = [
             set_pending_reason(jobs[job_id], reason)
             for job_id, reason in pending.items()
