@@ -308,14 +308,6 @@ def _all(tests: Sequence[JobTest]) -> JobTest | None:
     return lambda job: all(t(job) for t in ts)
 
 
-def _intersect(a: frozenset[Any] | None, b: frozenset[Any] | None) -> frozenset[Any] | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a & b
-
-
 class CompiledRule:
     """A rule compiled to closures plus what the chain's index needs to know about it.
 
@@ -445,7 +437,9 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
             else:
                 op_test = query.compile_opcode(expr, COMMON_PARAMS)
                 test = _opcode_test(op_test)
-                cr.opid_guard = _intersect(cr.opid_guard, query.required_values(expr, "OP_ID"))
+                # Each opcode predicate may be satisfied by a different opcode: its guard is
+                # necessary on its own, so keep one of them (never their intersection).
+                cr.opid_guard = _smaller(cr.opid_guard, query.required_values(expr, "OP_ID"))
                 for f in sorted(fields - {"OP_ID"}):
                     vals = query.required_values(expr, f) if "." not in f else None
                     if vals is not None:

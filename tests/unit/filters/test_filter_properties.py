@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 from filters_testlib import ref_verdict, select, uid
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from client.errors import FilterError
@@ -25,9 +25,9 @@ from luxid.filters import FilterChain, FilterJob, FilterRule, bucket_limit, make
 
 # The differential tests get more examples than the others; the whole file stays ~20 s.
 DIFFERENTIAL = settings(
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 OP_IDS = ["OP_A", "OP_B", "OP_C", "OP_TEST_DELAY"]
 STRS = ["", "a", "b", "web1", "OP_A", "OP_B", "watermark", "pink bunny", "rate-limit:2:x"]
@@ -141,6 +141,10 @@ def test_index_agrees_with_reference(rules: list[FilterRule], jobs: list[FilterJ
 similar_predicate = st.one_of(
     st.tuples(
         st.just("opcode"),
+        st.tuples(st.just("=="), st.just("OP_ID"), st.sampled_from(OP_IDS)).map(list),
+    ).map(list),
+    st.tuples(
+        st.just("opcode"),
         st.tuples(st.sampled_from(["<", ">", "=="]), st.just("size"), ints).map(list),
     ).map(list),
     st.tuples(
@@ -183,7 +187,7 @@ def similar_rules(draw: st.DrawFn) -> list[FilterRule]:
             uuid=uid(i),
             priority=draw(st.integers(0, 2)),
             watermark=draw(st.integers(0, 12)),
-            predicates=draw(st.lists(similar_predicate, min_size=1, max_size=2)),
+            predicates=draw(st.lists(similar_predicate, min_size=1, max_size=3)),
             action=draw(st.sampled_from(ACTIONS)),
         )
         for i in ids
@@ -196,6 +200,43 @@ def test_index_agrees_with_reference_on_many_similar_rules(
     rules: list[FilterRule], jobs: list[FilterJob]
 ) -> None:
     check_all(rules, jobs)
+
+
+multi_op_jobs = st.lists(
+    st.builds(FilterJob, st.integers(1, 12), st.lists(op_strategy, min_size=2, max_size=3)),
+    min_size=1,
+    max_size=12,
+)
+
+
+# Predicates that each need one opcode / reason entry with a given value: the ones whose
+# index guards must not be combined across predicates.
+single_value_predicate = st.one_of(
+    st.sampled_from(OP_IDS).map(lambda v: ["opcode", ["==", "OP_ID", v]]),
+    st.sampled_from(STRS).map(lambda v: ["opcode", ["==", "name", v]]),
+    st.sampled_from(TEXTS).map(lambda v: ["reason", ["==", "reason", v]]),
+    st.sampled_from(SOURCES).map(lambda v: ["reason", ["==", "source", v]]),
+    st.sampled_from(REGEXES).map(lambda v: ["reason", ["=~", "reason", v]]),
+)
+
+
+@DIFFERENTIAL
+@given(st.lists(single_value_predicate, min_size=2, max_size=3), st.integers(0, 12), multi_op_jobs)
+# The regression: the index once intersected the OP_IDs required by two predicates.
+@example(
+    [["opcode", ["==", "OP_ID", "OP_A"]], ["opcode", ["==", "OP_ID", "OP_B"]]],
+    0,
+    [FilterJob(1, [{"OP_ID": "OP_A"}, {"OP_ID": "OP_B"}])],
+)
+def test_each_predicate_finds_its_own_opcode_or_entry(
+    predicates: list[Any], watermark: int, jobs: list[FilterJob]
+) -> None:
+    """One rule, several predicates, jobs of several opcodes: each predicate may be
+    satisfied by a different opcode or reason entry."""
+    r = FilterRule(
+        uuid=uid(1), priority=0, watermark=watermark, predicates=predicates, action="PAUSE"
+    )
+    check_all([r], jobs)
 
 
 @DIFFERENTIAL

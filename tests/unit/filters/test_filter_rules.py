@@ -310,3 +310,35 @@ def test_rule_lookup_and_repr() -> None:
     assert chain.rule(uid(2)) is chain.rules[1]
     assert chain.rule(uid(7)) is None
     assert "2 rules, 1 active" in repr(chain)
+
+
+@pytest.mark.parametrize(
+    "predicates",
+    [
+        [["opcode", ["==", "OP_ID", "A"]], ["opcode", ["==", "OP_ID", "B"]]],
+        [["opcode", ["==", "name", "x"]], ["opcode", ["==", "name", "y"]]],
+        [
+            ["opcode", ["&", ["==", "OP_ID", "A"], ["==", "name", "x"]]],
+            ["opcode", ["==", "OP_ID", "B"]],
+        ],
+        [["reason", ["==", "reason", "r1"]], ["reason", ["==", "reason", "r2"]]],
+    ],
+)
+def test_predicates_may_be_satisfied_by_different_opcodes_or_entries(
+    predicates: list[Any],
+) -> None:
+    """Each predicate looks for its own opcode / reason entry: a job whose first op
+    satisfies one and whose second op satisfies the other matches (regression: the index
+    once intersected the OP_IDs the predicates require)."""
+    j = job(
+        1,
+        ops=[
+            {"OP_ID": "A", "name": "x", "reason": [["s", "r1", 1]]},
+            {"OP_ID": "B", "name": "y", "reason": [["s", "r2", 2]]},
+        ],
+    )
+    chain = FilterChain([rule(1, predicates, "PAUSE")])
+    assert chain.verdict(j) == Verdict("PAUSE", uid(1))
+    assert chain.verdict_linear(j) == Verdict("PAUSE", uid(1))
+    other = job(2, ops=[{"OP_ID": "A", "name": "x", "reason": [["s", "r1", 1]]}])
+    assert chain.verdict(other) is None
