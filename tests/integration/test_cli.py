@@ -267,7 +267,7 @@ def test_submit_waits_streams_and_exit_codes(lw: Lw) -> None:
     job = lw.json("job", "info", "1")
     assert job["status"] == "success" and job["summary"] == ["TEST_DELAY(0.0)"]
     trail = job["ops"][0]["reason"]
-    assert ["lw:client:lw-debug", "testing"] == trail[0][:2]
+    assert trail[0][:2] == ["lw:client:lw-debug", "testing"]
 
     stderr = lw.fails(1, "debug", "delay", "0", "--fail")
     assert "job 2 failed" in stderr and "Opcode failure was requested" in stderr
@@ -393,7 +393,7 @@ def test_lock_list_shows_owners_and_waiters(lw: Lw, stack: Any) -> None:
     assert locks["node/n9"]["mode"] == "exclusive"
     assert locks["node/n9"]["owners"][0].startswith(f"job-{holder}:")
     assert locks["node/n9"]["pending"][0].startswith(f"job-{waiter}:")
-    assert list(locks)[0] == "cluster/BGL"  # lock order
+    assert next(iter(locks)) == "cluster/BGL"  # lock order
     table = lw.ok("lock", "list")
     assert table.splitlines()[0].split() == ["NAME", "MODE", "OWNERS", "PENDING"]
     lw.ok("job", "cancel", str(holder))
@@ -491,7 +491,7 @@ def test_users_file_format() -> None:
             f"admin {secret} write",
             f"reader {secret}",
             "plain cleartextpassword",
-            f"greedy {{SCRYPT}}1073741824$8$1$c2FsdA$a2V5a2V5a2V5a2V5a2V5a2V5 write",
+            "greedy {SCRYPT}1073741824$8$1$c2FsdA$a2V5a2V5a2V5a2V5a2V5a2V5 write",
             f"odd {secret} admin",
         ]
     )
