@@ -188,6 +188,11 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
     with _stop_signals():
         try:
             for child, answers in stack:
+                if answers():
+                    raise Failed(
+                        f"a {child.name} already answers on {child.where}; stop it first, or "
+                        "use another --run-dir (and --rapi-port)"
+                    )
                 child.start()
                 _wait_until(child, answers)
                 ctx.out(
@@ -201,7 +206,7 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
         except _Stop as stop:
             ctx.out(f"lw up: {stop}: stopping")
         except Failed as exc:
-            ctx.note(f"lw up: {exc}; stopping the others")
+            ctx.note(f"lw up: {exc}")
             code = EXIT_FAILED
         except errors.RpcError as exc:
             ctx.note(f"lw up: {exc}; stopping")
