@@ -6,6 +6,7 @@ error checks look at the raised class *and* at `data.type`, the wire contract (Â
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from client import WConfdClient, errors
+from client import AsyncWConfdClient, WConfdClient, errors
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -472,3 +473,39 @@ def test_wait_config_change_returns_at_once_or_times_out(wconfd):
     # A reservation is not a config change.
     wc.reserve("ip", "10.0.0.1")
     assert wc.wait_config_change(serial, 0.1) == serial
+
+
+def test_concurrent_writes_are_serialised_in_groups(wconfd):
+    """Pipelined writes share disk flushes but each is planned on the previous ones."""
+
+    async def scenario() -> None:
+        wc = AsyncWConfdClient(wconfd.socket, name="pipeliner")
+        assert await wc.try_update_locks([["node/[lockset]", "exclusive"]]) == []
+        serial = (await wc.get_config())["serial_no"]
+        # Every name twice, all in flight at once: exactly one add of each wins.
+        results = await asyncio.gather(
+            *(wc.add_object("node", {"name": f"n{i % 100}"}) for i in range(200)),
+            return_exceptions=True,
+        )
+        added = [r for r in results if isinstance(r, dict)]
+        assert sorted(r["name"] for r in added) == sorted(f"n{i}" for i in range(100))
+        assert all(isinstance(r, errors.AlreadyExists) for r in results if r not in added)
+        # Different updates against one serial_no: one wins, the rest are stale.
+        node = added[0]
+        results = await asyncio.gather(
+            *(wc.update_object("node", {**node, "tags": [f"t{i}"]}) for i in range(20)),
+            return_exceptions=True,
+        )
+        assert sum(not isinstance(r, BaseException) for r in results) == 1
+        assert sum(isinstance(r, errors.StaleObjectError) for r in results) == 19
+        # Identical updates: the first applies, the rest are the idempotent retry of it.
+        results = await asyncio.gather(
+            *(wc.update_object("node", {**added[1], "offline": True}) for _ in range(10))
+        )
+        assert len({(r.serial_no, r.mtime) for r in results}) == 1
+        doc = await wc.get_config()
+        assert doc["serial_no"] == serial + 102
+        assert len(doc["nodes"]) == 100
+        await wc.close()
+
+    asyncio.run(scenario())

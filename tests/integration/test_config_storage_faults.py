@@ -12,6 +12,7 @@ through the real daemon with a real EFBIG.)
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import os
 import threading
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 import wconfd.service
-from client import WConfdClient, errors
+from client import AsyncWConfdClient, WConfdClient, errors
 from client.api.wconfd import WConfdApi
 from client.daemon.dispatch import build_methods
 from client.daemon.server import RpcServer
@@ -37,12 +38,17 @@ class FlakyOps(FileOps):
 
     def __init__(self) -> None:
         self.fail: int | None = None
+        self.min_records = 1  # fail only a write of at least this many records
         self.failed = 0
 
     def _check(self, data: bytes | memoryview) -> None:
         # Only frames (records) fail: zero-filling (preallocation, undo) and snapshots pass,
         # so the store can undo the failed write and stay usable.
-        if self.fail is not None and bytes(data[:4]) == MAGIC:
+        if (
+            self.fail is not None
+            and bytes(data[:4]) == MAGIC
+            and bytes(data).count(MAGIC) >= self.min_records
+        ):
             code, self.fail = self.fail, None
             self.failed += 1
             raise OSError(code, os.strerror(code))
@@ -91,6 +97,7 @@ class InProcessWConfd:
         self._stop = asyncio.Event()
         self.socket.parent.mkdir(parents=True, exist_ok=True)
         service = wconfd.service.WConfdService(self.state_dir)
+        self.service = service
         server = RpcServer(
             self.socket,
             build_methods(WConfdApi, service, service.guard),
@@ -184,3 +191,46 @@ def test_failed_writes_change_nothing_and_wconfd_keeps_serving(daemon_factory, f
     assert wc.get_config() == acknowledged
     assert wc.list_reservations() == reserved
     assert "Traceback" not in real.log()
+
+
+def test_a_failed_group_of_pipelined_writes_changes_nothing(daemon_factory, flaky):
+    """Writes planned on top of each other and written together fail together."""
+    real = daemon_factory("wconfd")
+    inproc = InProcessWConfd(real.state_dir, real.socket).start()
+
+    async def scenario() -> tuple[list[Any], dict[str, Any], int]:
+        wc = AsyncWConfdClient(real.socket, name="pipeliner")
+        assert await wc.try_update_locks([["node/[lockset]", "exclusive"]]) == []
+        serial = (await wc.get_config())["serial_no"]
+        flaky.fail, flaky.min_records = errno.EIO, 10  # the first big group fails
+        results = await asyncio.gather(
+            *(wc.add_object("node", {"name": f"n{i % 150}"}) for i in range(300)),
+            return_exceptions=True,
+        )
+        doc = await wc.get_config()
+        await wc.close()
+        return results, doc, serial
+
+    try:
+        results, doc, serial = asyncio.run(scenario())
+        max_batch = inproc.service.store.stats.max_batch
+    finally:
+        inproc.stop()
+    assert flaky.failed == 1 and max_batch >= 10
+    names = [f"n{i % 150}" for i in range(300)]
+    ok = collections.Counter(n for n, r in zip(names, results, strict=True) if isinstance(r, dict))
+    failed = [r for r in results if isinstance(r, errors.StorageError)]
+    assert failed, results
+    assert all(isinstance(r, dict | errors.StorageError | errors.AlreadyExists) for r in results)
+    # At most one add per name won; exactly the winners are in the config, in order.
+    assert max(ok.values()) == 1
+    present = {n["name"] for n in doc["nodes"].values()}
+    assert present == set(ok)
+    assert doc["serial_no"] == serial + len(ok)
+    # "Already exists" only ever refers to a node that does exist.
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, errors.AlreadyExists):
+            assert name in present, name
+    # A real wconfd agrees.
+    real.start()
+    assert WConfdClient(real.socket, name="reader").get_config() == doc

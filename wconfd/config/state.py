@@ -15,8 +15,11 @@ Writes are two steps so that the daemon can persist between them:
 
 Replaying a journal is `state.apply(record)` for each record: one code path.  A plan is
 only valid against the state it was computed from: run a config write's plan → persist →
-apply without another config write in between (one asyncio.Lock around it); `apply`
-raises ChangeOutOfOrder if that rule was broken, before changing anything.
+apply without another config write in between (one asyncio.Lock around it), or plan a group
+of writes back to back with `apply_undoable` between them, `revert` them all, persist the
+group as one write and apply each once durable (what wconfd's shell does, so concurrent
+writes share one disk flush); `apply` raises ChangeOutOfOrder if that rule was broken,
+before changing anything.
 """
 
 from __future__ import annotations
@@ -76,6 +79,19 @@ class Plan(NamedTuple):
     record: ConfigChange | None
     result: Any
     locks: tuple[str, ...]
+
+
+class Undo(NamedTuple):
+    """What `revert` needs to undo one `apply_undoable`: the state's header before it and
+    the object the record replaced (None: it added one; the cluster for cluster records)."""
+
+    serial_no: int
+    mtime: float
+    json_cache: bytes | None
+    cluster: Cluster
+    kind: Kind
+    uuid: str
+    old: Any
 
 
 class ChangeOutOfOrder(RuntimeError):
@@ -387,6 +403,34 @@ class ConfigState:
         self.mtime = record.mtime
         self._json_cache = None
 
+    def apply_undoable(self, record: ConfigChange) -> Undo:
+        """Apply `record` and return what `revert` needs to put the state back exactly.
+
+        For a shell that plans several writes back to back before any is durable: plan,
+        apply_undoable, plan the next against the result, ..., then revert them all (in
+        reverse order) before anyone else reads, and apply each for real once durable.
+        """
+        if isinstance(record, RemoveObject):
+            kind, uuid = record.kind, record.uuid
+        else:
+            kind, uuid = RECORD_KIND[type(record)], record.obj.uuid
+        old = None if kind == "cluster" else self._maps[kind].get(uuid)
+        undo = Undo(self.serial_no, self.mtime, self._json_cache, self.cluster, kind, uuid, old)
+        self.apply(record)
+        return undo
+
+    def revert(self, undo: Undo) -> None:
+        """Undo an `apply_undoable`; undo several in the reverse order of applying."""
+        if undo.kind != "cluster":
+            if undo.old is None:
+                self._remove(undo.kind, undo.uuid)
+            else:
+                self._put(undo.kind, undo.old)
+        self.cluster = undo.cluster
+        self.serial_no = undo.serial_no
+        self.mtime = undo.mtime
+        self._json_cache = undo.json_cache
+
     # -------------------------------------------------------------------- helpers
 
     def _lookup(self, kind: Kind, key: str) -> Any:
@@ -609,4 +653,4 @@ def _ip_in(ip: str, cidr: str) -> bool:
     return addr.version == net.version and addr in net
 
 
-__all__ = ["ChangeOutOfOrder", "ConfigState", "Plan", "new_uuid4"]
+__all__ = ["ChangeOutOfOrder", "ConfigState", "Plan", "Undo", "new_uuid4"]

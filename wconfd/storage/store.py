@@ -28,7 +28,9 @@ apply.  `recover()` does that plus applying, for any state type.
 Live-path contract (SPEC §5: persist before applying): plan → `await append(record,
 on_durable=apply)` → reply.  `on_durable` runs on the loop thread in record order as soon
 as the record is durable, even if the awaiting task was cancelled meanwhile, so memory
-never misses a durable record.  Plans that read state must not overlap (serialise them).
+never misses a durable record.  Plans that read state must not overlap (serialise them),
+or be planned back to back and queued together with `append_nowait` (one write, all or
+nothing).
 """
 
 from __future__ import annotations
@@ -337,13 +339,26 @@ class LocalStore(Generic[S, R]):
         even if this call was cancelled meanwhile (use it to apply the change to memory).
         StorageError if the write failed (nothing was written, `on_durable` not called).
         """
+        return await self.append_nowait(record, on_durable)
+
+    def append_nowait(
+        self, record: R, on_durable: Callable[[R], Any] | None = None
+    ) -> asyncio.Future[int]:
+        """Queue `record` at once; the returned future is what `append` awaits.
+
+        The flush runs in a later loop round, never inside this call, so records queued
+        back to back (no await between them) go to disk in one write: all become durable,
+        in order, or all fail.  That lets a caller plan several records, each against the
+        state the previous ones will leave, and commit them as one group.  StorageError
+        at once if the store is broken or closed.
+        """
         self._check_writable()
         loop = self._bind_loop()
         fut: asyncio.Future[int] = loop.create_future()
         self._queue.append(_Pending(record, self._encoder.encode(record), fut, on_durable))
         self.stats.appends += 1
         self._kick()
-        return await fut
+        return fut
 
     def append_sync(self, record: R) -> int:
         """Blocking append (start-up, tools, tests): durable when it returns."""
