@@ -34,21 +34,24 @@ from wconfd.storage.journal import HEADER, scan
 pytestmark = pytest.mark.timeout(90)
 
 # A writer process: several concurrent streams over one pipelined async connection, each
-# printing a "send" line before a call and an "ack" line after its answer.
+# printing a "send" line before a call and an "ack" line after its answer, with the state
+# the object has once the call lands (None: gone).  One more stream rewrites one filter
+# with a ~400 KB reason trail, so the journal passes its bound and wconfd snapshots (and
+# restarts its journal) every few hundred milliseconds: kills land in those too.
 WRITER = textwrap.dedent(
     """
     import asyncio, json, sys
-    from client import AsyncWConfdClient
+    from client import AsyncWConfdClient, errors
 
     sock, tag, streams = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
     def emit(**event):
         print(json.dumps(event), flush=True)
 
-    async def call(wc, t, op, kind, name, make):
-        emit(ev="send", t=t, op=op, kind=kind, name=name)
+    async def call(wc, t, kind, name, state, make):
+        emit(ev="send", t=t, kind=kind, name=name, state=state)
         result = await make()
-        emit(ev="ack", t=t, op=op, kind=kind, name=name)
+        emit(ev="ack", t=t, kind=kind, name=name, state=state)
         return result
 
     async def stream(wc, t):
@@ -57,45 +60,53 @@ WRITER = textwrap.dedent(
             node, inst = base + "n", base + "i"
             mac = "aa:%02x:%02x:%02x:%02x:%02x" % (
                 int(tag[1:]) % 256, t, k // 65536 % 256, k // 256 % 256, k % 256)
-            await call(wc, t, "add", "node", node,
+            await call(wc, t, "node", node, "present",
                        lambda: wc.add_object("node", {"name": node}))
-            obj = await call(wc, t, "add", "instance", inst, lambda: wc.add_object(
+            obj = await call(wc, t, "instance", inst, "present", lambda: wc.add_object(
                 "instance", {"name": inst, "primary_node": node, "nics": [{"mac": mac}]}))
-            await call(wc, t, "update", "instance", inst,
+            await call(wc, t, "instance", inst, 256,
                        lambda: wc.update_object("instance", {**obj, "memory": 256}))
             if k % 2:
-                await call(wc, t, "remove", "instance", inst,
+                await call(wc, t, "instance", inst, None,
                            lambda: wc.remove_object("instance", inst))
-                await call(wc, t, "remove", "node", node,
+                await call(wc, t, "node", node, None,
                            lambda: wc.remove_object("node", node))
+
+    async def big_filter(wc):
+        filler = ["x" * 100] * 4000
+        try:
+            flt = await wc.get_object("filter", "big")
+        except errors.NotFound:
+            flt = await call(wc, "f", "filter", "big", "new", lambda: wc.add_object(
+                "filter", {"uuid": "big", "reason_trail": ["new"] + filler}))
+        for k in range(100000):
+            version = f"{tag}-{k}"
+            new = {**flt, "reason_trail": [version] + filler}
+            result = await call(wc, "f", "filter", "big", version,
+                                lambda: wc.update_object("filter", new))
+            flt = {**new, "serial_no": result.serial_no}
 
     async def main():
         wc = AsyncWConfdClient(sock, name="writer")
         locks = [["instance/[lockset]", "exclusive"], ["node/[lockset]", "exclusive"]]
         assert await wc.try_update_locks(locks) == []
         emit(ev="ready")
-        await asyncio.gather(*(stream(wc, t) for t in range(streams)))
+        await asyncio.gather(big_filter(wc), *(stream(wc, t) for t in range(streams)))
 
     asyncio.run(main())
     """
 )
 
-ABSENT = None
-PRESENT = "present"
-
-
-def outcome(op: str) -> Any:
-    """The state an object has after `op` lands: instances as their memory."""
-    return {"add": PRESENT, "update": 256, "remove": ABSENT}[op]
-
 
 def actual_states(doc: dict[str, Any]) -> dict[tuple[str, str], Any]:
-    """Every node and instance of a config document as (kind, name) -> state."""
+    """Every node, instance and filter of a config document as (kind, name) -> state."""
     states: dict[tuple[str, str], Any] = {}
     for node in doc["nodes"].values():
-        states[("node", node["name"])] = PRESENT
+        states[("node", node["name"])] = "present"
     for inst in doc["instances"].values():
-        states[("instance", inst["name"])] = PRESENT if inst["memory"] == 128 else inst["memory"]
+        states[("instance", inst["name"])] = "present" if inst["memory"] == 128 else inst["memory"]
+    for flt in doc["filters"].values():
+        states[("filter", flt["uuid"])] = flt["reason_trail"][0]
     return states
 
 
@@ -132,37 +143,40 @@ def test_kill9_under_writes_keeps_exactly_the_acknowledged(daemon_factory):
     landed = 0  # config writes that are in the config
     base_serial = reader.get_config()["serial_no"]
     acked_total = 0
+    snapshot = wconfd.state_dir / "wconfd.snapshot.json"
+    snapshot_seqs: set[int] = set()
     for iteration in range(10):
         events = run_writer_until_killed(wconfd, f"w{iteration}", rng)
-        in_flight: dict[int, dict[str, Any]] = {}
+        in_flight: dict[Any, dict[str, Any]] = {}
         acked = 0
         for ev in events:
-            key = (ev["kind"], ev["name"])
             if ev["ev"] == "send":
                 in_flight[ev["t"]] = ev
             else:
                 assert in_flight.pop(ev["t"])["name"] == ev["name"]
-                model[key] = outcome(ev["op"])
+                model[(ev["kind"], ev["name"])] = ev["state"]
                 acked += 1
         assert acked > 0, f"seed {seed}: no write acknowledged before the kill"
         acked_total += acked
         landed += acked
 
+        snapshot_seqs.add(json.loads(snapshot.read_bytes())["seq"])
         wconfd.start()
         doc = reader.get_config()
         actual = actual_states(doc)
         # Unacknowledged writes may or may not have landed; each is all or nothing.
         for ev in in_flight.values():
             key = (ev["kind"], ev["name"])
-            if actual.get(key) == outcome(ev["op"]) and model.get(key) != outcome(ev["op"]):
-                model[key] = outcome(ev["op"])
+            if actual.get(key) == ev["state"] and model.get(key) != ev["state"]:
+                model[key] = ev["state"]
                 landed += 1
-        expected = {key: state for key, state in model.items() if state is not ABSENT}
+        expected = {key: state for key, state in model.items() if state is not None}
         assert actual == expected, f"seed {seed}, iteration {iteration}"
         # Nothing else: every config change that is there is one of the writes sent.
         assert doc["serial_no"] == base_serial + landed, f"seed {seed}"
         assert "Traceback" not in wconfd.log()
     assert acked_total >= 30, f"seed {seed}: only {acked_total} writes acknowledged"
+    assert len(snapshot_seqs) >= 3, f"seed {seed}: too few snapshots taken: {snapshot_seqs}"
     # The writers are dead: their locks did not survive the restarts.
     assert reader.list_all_locks().locks == []
 
