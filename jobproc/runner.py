@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any, Literal
 
 import msgspec
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # Back-off while luxid cannot be reached (a restart): starts small, stays below a second.
 RETRY_MIN, RETRY_MAX = 0.02, 1.0
+# How long a job process waits for an unreachable luxid (seconds; see JobRunner.report).
+HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
+JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
 FinishStatus = Literal["success", "error", "canceled"]
 
 
@@ -47,6 +51,7 @@ class JobRunner:
         self.signals = JobSignals()
         self.locks = LockTaker(self.wconfd, self.signals, self.report)
         self.reserved = False
+        self.acknowledged = False  # luxid has answered this process once
 
     async def main(self) -> int:
         """Run the job; the process's exit code (0 also when the job failed or stopped)."""
@@ -67,13 +72,27 @@ class JobRunner:
             await self._cleanup()
 
     async def report(self, event: Any) -> Directive:
-        """Send a report to luxid until it answers (see the module docstring)."""
+        """Send a report to luxid until it answers (see the module docstring).
+
+        While luxid cannot be reached (a restart) the report is re-sent with a back-off,
+        for up to `HELLO_PATIENCE` before luxid has answered this process at all (an
+        orphan of a luxid that died before recording it must not linger) and
+        `JOB_PATIENCE` afterwards; then ConnectionError ends the process, which frees its
+        locks (a restarted luxid then finds the job's process dead).
+        """
+        patience = JOB_PATIENCE if self.acknowledged else HELLO_PATIENCE
+        deadline = time.monotonic() + patience
         delay = RETRY_MIN
         while True:
             try:
                 answer: Directive = await self.luxi.job_report(job_id=self.job_id, event=event)
+                self.acknowledged = True
                 return answer
             except errors.ConnectionError as exc:
+                if time.monotonic() > deadline:
+                    raise errors.ConnectionError(
+                        f"luxid unreachable for {patience:.0f} s; giving up the job"
+                    ) from exc
                 if delay == RETRY_MIN:
                     log.warning("job %d: luxid unreachable (%s); retrying", self.job_id, exc)
                 await asyncio.sleep(delay)

@@ -13,27 +13,50 @@ spawned it so): children inherit the mask and unblock once their handlers are in
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 
 def preload() -> None:
-    """Import and initialise what every job uses, once, before any fork."""
-    import jobproc.runner  # noqa: F401 - the import is the point
+    """Import and initialise what every job uses, once, before any fork.
+
+    The loaded objects are then moved out of the garbage collector's sight
+    (`gc.freeze`): a child's collections would otherwise touch every one of them and
+    copy most of the zygote's memory page by page.
+    """
+    import concurrent.futures.thread  # noqa: F401 - asyncio.to_thread's executor
+    import queue  # noqa: F401
+
+    import jobproc.main
+    import jobproc.runner  # noqa: F401
     from jobproc.opcodes import known_op_ids
 
     known_op_ids()  # loads the built-in opcodes and the plugins
+    psutil.Process().create_time()  # psutil caches the boot time identify needs
+    gc.collect()
+    gc.freeze()
 
 
 def serve(run_dir: Path) -> int:
     """Answer spawn requests until luxid closes the channel."""
     preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # When luxid goes away, so do we (the jobs we forked live on).
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        _serve(run_dir)
+    return 0
+
+
+def _serve(run_dir: Path) -> None:
     os.write(1, b"ready\n")
     for line in sys.stdin.buffer:
         try:
@@ -49,7 +72,6 @@ def serve(run_dir: Path) -> int:
         if pid == 0:
             _child(job_id, run_dir)
         os.write(1, f"{job_id} {pid}\n".encode())
-    return 0
 
 
 def _child(job_id: int, run_dir: Path) -> None:

@@ -90,7 +90,6 @@ class Queue:
         self._unfinished: set[int] = {j.id for j in self.table.jobs.values() if not is_finalized(j)}
         self._slots: set[int] = set()  # jobs holding a slot: a process, or one being started
         self._starting: dict[int, asyncio.Future[None]] = {}
-        self._starting_pid: dict[int, int] = {}
         self._pass_full = False
         self._pass_new: set[int] = set()
         self._pass_handle: asyncio.Handle | None = None
@@ -302,8 +301,9 @@ class Queue:
     async def _reporting_job(self, conn: Connection, job_id: int) -> Job:
         """The job, if the connection's peer is its recorded process (PermissionDenied)."""
         pid = conn.peer.pid
-        if self._starting_pid.get(job_id) == pid:
-            await asyncio.shield(self._starting[job_id])  # its start is being recorded
+        starting = self._starting.get(job_id)
+        if starting is not None:
+            await asyncio.shield(starting)  # its start is being recorded
         job = self._job(job_id)
         if job.process_id != pid:
             raise errors.PermissionDenied(
@@ -331,10 +331,9 @@ class Queue:
                 if job is not None:
                     self._finish(fail_job(job, time.time(), f"job process could not start: {exc}"))
                 return
-            self._starting_pid[job_id] = key.pid
             job = self.table.get(job_id)
-            if job is None or is_finalized(job):  # canceled while starting
-                self.procs.signal(key, signal.SIGTERM)
+            if job is None or is_finalized(job):  # canceled while starting: it did nothing
+                self.procs.signal(key, signal.SIGKILL)
                 self._slots.discard(job_id)
                 return
             await self.table.commit([start_job(job, time.time(), key.pid, key.start_time)])
@@ -346,7 +345,6 @@ class Queue:
         finally:
             started.set_result(None)
             del self._starting[job_id]
-            self._starting_pid.pop(job_id, None)
 
     def process_exited(self, job_id: int, key: ProcessKey) -> None:
         """A job process is gone: its job fails unless finalized (or paused between ops)."""

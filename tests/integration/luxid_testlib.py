@@ -45,6 +45,11 @@ class Stack:
         self.wc = WConfdClient(self.wconfd.socket, name="test-admin")
 
     def close(self) -> None:
+        """Kill the jobs still running (no job process outlives the test) and disconnect."""
+        with contextlib.suppress(errors.RpcError):
+            for job_id, status in self.lc.query_jobs(ids=None, fields=["id", "status"]):
+                if status not in FINAL:
+                    self.lc.cancel_job(job_id=job_id, kill=True)
         self.lc.close()
         self.wc.close()
 

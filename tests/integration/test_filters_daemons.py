@@ -247,6 +247,7 @@ def test_rule_change_made_directly_in_wconfd_takes_effect_within_100ms(stack):
     # And a rule written straight into wconfd pauses new jobs too.
     rule = {"priority": 0, "predicates": [], "action": "PAUSE", "reason_trail": []}
     added = stack.wc.add_object("filter", rule)
+    stack.until(lambda: stack.lc.query_queue_info().filters == 1, timeout=0.1, step=0.005)
     later = stack.submit(delay(0))
     stack.until(lambda: stack.field(later, "pending_reason") == f"paused by filter {added['uuid']}")
     stack.lc.cancel_job(job_id=job_id)

@@ -1,0 +1,208 @@
+"""The job queue's figures (SPEC §11): submit rate, submit→running latency, end-to-end
+jobs/s (zygote and plain exec) and luxid's RSS with 100,000 archived jobs.
+
+- submit rate: one sequential sync client (every call waits for its own durable commit,
+  so it is bounded by the disk's fsync time, measured here too) and one asyncio client
+  keeping 64 calls in flight (luxid commits concurrent submits together).  A PAUSE rule
+  keeps the jobs queued so only the submit path is measured.
+- latency: OP_TEST_DELAY(0) on an idle queue, from the client's submit call to the opcode
+  running (luxid's opexec timestamp), sequentially.
+- end-to-end: N OP_TEST_DELAY(0) jobs submitted at once, max_running_jobs 20, until all
+  are finalized; job processes forked by the zygote, then started by plain exec.
+- RSS: 100,000 jobs submitted (a REJECT rule finalizes them at once) and archived, then
+  luxid's resident memory, and again after a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import cpu_count, daemon, summary
+
+from client import AsyncLuxiClient, LuxiClient, WConfdClient
+
+DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
+REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
+
+
+def fsync_ms(directory: Path, commits: int = 200) -> float:
+    """Median cost of one small SQLite WAL commit with synchronous=FULL on this disk."""
+    path = directory / "fsync-probe.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    samples = []
+    for _ in range(commits):
+        t = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - t)
+    conn.close()
+    return round(statistics.median(samples) * 1000, 3)
+
+
+def set_max_running(run: Path, n: int) -> None:
+    with WConfdClient(run / "wconfd.sock", name="bench") as wc:
+        wc.update_locks_waiting([["cluster/BGL", "exclusive"]], timeout=30)
+        cluster = wc.get_object("cluster")
+        cluster["max_running_jobs"] = n
+        wc.update_object("cluster", cluster)
+        wc.free_locks()
+
+
+@contextlib.contextmanager
+def stack(root: Path, *luxid_args: str) -> Iterator[tuple[Path, int]]:
+    """wconfd + luxid on `root`; yields (run dir, luxid pid)."""
+    with daemon("wconfd", base=root) as (run, _), daemon("luxid", *luxid_args, base=root):
+        pid = next(
+            p.pid for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] and "lw-luxid" in " ".join(p.info["cmdline"])
+            and str(run) in p.info["cmdline"]
+        )  # fmt: skip
+        yield run, pid
+
+
+def submit_rates(run: Path, seconds: float = 3.0) -> dict[str, Any]:
+    lc = LuxiClient(run / "luxid.sock")
+    uuid = lc.replace_filter(uuid=None, **PAUSE_ALL)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        lc.submit_job(ops=[DELAY0])
+        count += 1
+    sequential = count / (time.perf_counter() - start)
+
+    async def pipelined(in_flight: int = 64) -> float:
+        client = AsyncLuxiClient(run / "luxid.sock")
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                await client.submit_job(ops=[DELAY0])
+                done += 1
+
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        elapsed = time.perf_counter() - t
+        await client.close()
+        return done / elapsed
+
+    rate = asyncio.run(pipelined())
+    lc.replace_filter(uuid=uuid, **REJECT_ALL)  # cancels the queued jobs in one pass
+    wait_final(lc, max(row[0] for row in lc.query_jobs(ids=None, fields=["id"])))
+    lc.delete_filter(uuid=uuid)
+    lc.auto_archive_jobs(age=-1)
+    return {"sequential_per_s": round(sequential), "pipelined_64_per_s": round(rate)}
+
+
+def wait_final(lc: LuxiClient, job_id: int) -> str:
+    """Follow a job until it is finalized; its status."""
+    prev = None
+    while True:
+        change = lc.wait_for_job_change(
+            job_id=job_id, fields=["status"], prev_values=prev, prev_log_serial=10**9,
+            timeout=60,
+        )  # fmt: skip
+        if change == "nochange":
+            continue
+        prev = change.values
+        if prev[0] in ("success", "error", "canceled"):
+            return str(prev[0])
+
+
+def latency(run: Path, samples: int = 40) -> dict[str, Any]:
+    lc = LuxiClient(run / "luxid.sock")
+    lat = []
+    for _ in range(samples + 3):
+        t = time.time()
+        job_id = lc.submit_job(ops=[DELAY0])
+        wait_final(lc, job_id)
+        (row,) = lc.query_jobs(ids=[job_id], fields=["opexec"])
+        lat.append(row[0][0] - t)
+        time.sleep(0.02)
+    return summary(lat[3:])  # the first ones warm the zygote's children up
+
+
+def end_to_end(run: Path, jobs: int) -> float:
+    lc = LuxiClient(run / "luxid.sock", timeout=600)
+    t = time.perf_counter()
+    ids = [job_id for _, job_id in lc.submit_many_jobs(jobs=[[DELAY0] for _ in range(jobs)])]
+    statuses = {wait_final(lc, job_id) for job_id in ids}
+    elapsed = time.perf_counter() - t
+    assert statuses == {"success"}, statuses
+    lc.auto_archive_jobs(age=-1)
+    return round(jobs / elapsed, 1)
+
+
+def rss_archived(root: Path, jobs: int) -> dict[str, Any]:
+    with stack(root) as (run, pid):
+        lc = LuxiClient(run / "luxid.sock", timeout=600)
+        lc.replace_filter(uuid=None, **REJECT_ALL)
+        batch = 1000
+        for start in range(0, jobs, batch):
+            lc.submit_many_jobs(jobs=[[DELAY0] for _ in range(min(batch, jobs - start))])
+            if (start // batch) % 10 == 9:
+                lc.auto_archive_jobs(age=-1)
+        lc.auto_archive_jobs(age=-1)
+        info = lc.query_queue_info()
+        assert sum(info.counts.values()) == 0, info
+        rss = psutil.Process(pid).memory_info().rss
+        fds = psutil.Process(pid).num_fds()
+    with stack(root) as (run, pid):
+        LuxiClient(run / "luxid.sock").query_queue_info()
+        rss_restart = psutil.Process(pid).memory_info().rss
+    return {
+        "archived_jobs": jobs,
+        "rss_mb": round(rss / 2**20, 1),
+        "rss_after_restart_mb": round(rss_restart / 2**20, 1),
+        "open_fds": fds,
+        "target_mb": 200,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=1000, help="jobs for the end-to-end figure")
+    parser.add_argument("--exec-jobs", type=int, default=200, help="same, plain exec")
+    parser.add_argument("--archived", type=int, default=100_000, help="jobs for the RSS figure")
+    args = parser.parse_args()
+    out: dict[str, Any] = {"bench": "queue", "cpus": cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
+        root = Path(tmp) / "a"
+        root.mkdir()
+        out["fsync_commit_ms"] = fsync_ms(Path(tmp))
+        with stack(root) as (run, _):
+            out["submit"] = {**submit_rates(run), "target_per_s": 1000}
+            out["submit_to_running"] = {**latency(run), "target_p50_ms": 30}
+            set_max_running(run, 20)
+            out["end_to_end_zygote_per_s"] = end_to_end(run, args.jobs)
+        with stack(root, "--job-spawn", "exec") as (run, _):
+            out["end_to_end_exec_per_s"] = end_to_end(run, args.exec_jobs)
+        out["end_to_end_target_per_s"] = 100
+        rss_root = Path(tmp) / "rss"
+        rss_root.mkdir()
+        out["rss"] = rss_archived(rss_root, args.archived)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
