@@ -70,11 +70,21 @@ async def errors_middleware(
             log.error("%s %s: %s", request.method, request.path, exc)
         return error_response(status, exc.message)
     except web.HTTPException as exc:  # the router's 404/405, aiohttp's 413 …
-        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow",)}
-        return error_response(exc.status, exc.text or exc.reason, headers)
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        return error_response(exc.status, _explain(request, exc), headers)
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return error_response(500, "internal error; the lw-rapi log has the details")
+
+
+def _explain(request: web.Request, exc: web.HTTPException) -> str:
+    if exc.status == 404:
+        return f"no resource {request.path}; {openapi.OPENAPI_PATH} lists them"
+    if exc.status == 405:
+        return f"{request.method} is not allowed on {request.path} (allowed: {exc.headers.get('Allow', '')})"
+    if exc.status == 413:
+        return f"request body too large (at most {MAX_BODY_BYTES} bytes)"
+    return exc.reason
 
 
 async def _json_body(request: web.Request) -> Any:

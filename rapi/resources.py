@@ -608,7 +608,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 _BULK = Param("bulk", "query", {"type": "integer", "enum": [0, 1]}, "1 for full objects")
 _JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1}, "job id")
-_UUID = Param("uuid", "path", {"type": "string"}, "filter rule uuid")
+_UUID = Param("uuid", "path", {"type": "string", "format": "uuid"}, "filter rule uuid")
 _NAME = Param("name", "path", {"type": "string"}, "name (or uuid)")
 
 
