@@ -30,7 +30,9 @@ from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Python puts this script's directory first; it holds bench/queue.py, which would shadow
+# the standard library's `queue` (used by thread pools): move the directory to the end.
+sys.path.append(sys.path.pop(0))
 
 from _util import cpu_count, daemon, summary
 
