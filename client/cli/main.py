@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _EPILOG = """\
@@ -180,8 +180,13 @@ class _Builder:
         return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole `lw` command tree."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `lw` command tree.
+
+    With `argv`, only the command group it names (if any) gets its subcommands; the others
+    are listed but left empty, since building them all costs more than the rest of `lw`'s
+    own start-up.  Without `argv` the whole tree is built.
+    """
     parser = argparse.ArgumentParser(
         prog="lw",
         description="Lockwarden's command line: the cluster, its job queue, filters and locks.",
@@ -192,13 +197,23 @@ def build_parser() -> argparse.ArgumentParser:
     b = _Builder()
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _stack_commands(b, top)
-    _node_commands(b, top)
-    _instance_commands(b, top)
-    _job_commands(b, top)
-    _filter_commands(b, top)
-    _queue_commands(b, top)
-    _other_commands(b, top)
+    wanted = _group_named(argv) if argv is not None else None
+    for name, (help, fill) in GROUPS.items():
+        sub = b.group(top, name, help)
+        if argv is None or wanted == name:
+            fill(b, sub)
     return parser
+
+
+def _group_named(argv: Sequence[str]) -> str | None:
+    """The command group `argv` names (its first positional word), if it names one."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("--run-dir", "--state-dir"):
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in GROUPS else None
+    return None
 
 
 def _stack_commands(b: _Builder, top: Any) -> None:
@@ -230,8 +245,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
     b.leaf(top, "info", "cluster:info", "cluster and queue summary", b.table)
 
 
-def _node_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "node", "list, inspect, add, remove and modify nodes")
+def _node_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "list", "cluster:node_list", "list the nodes", b.table)
     b.leaf(sub, "info", "cluster:node_info", "show one node", b.table).add_argument("name")
     add = b.leaf(sub, "add", "cluster:node_add", "add a node (an OP_NODE_ADD job)", b.job)
@@ -252,8 +266,7 @@ def _node_commands(b: _Builder, top: Any) -> None:
     )
 
 
-def _instance_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "instance", "list, inspect, add, remove and migrate instances")
+def _instance_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "list", "cluster:instance_list", "list the instances", b.table)
     b.leaf(sub, "info", "cluster:instance_info", "show one instance", b.table).add_argument("name")
     add = b.leaf(
@@ -290,8 +303,7 @@ def _instance_commands(b: _Builder, top: Any) -> None:
     mig.add_argument("-n", "--target-node", metavar="NODE", help="where to (default: chosen)")
 
 
-def _job_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "job", "list, inspect, follow, cancel and submit jobs")
+def _job_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "list", "jobs:job_list", "list the jobs that are not archived", b.table)
     b.leaf(sub, "info", "jobs:job_info", "show one job", b.table).add_argument("id", type=int)
     b.leaf(
@@ -341,8 +353,7 @@ def _filter_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", metavar="TEXT", help="why (kept in the reason trail)")
 
 
-def _filter_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "filter", "manage the job filter rules")
+def _filter_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "list", "filters:filter_list", "list the filter rules", b.table)
     b.leaf(sub, "info", "filters:filter_info", "show one filter rule", b.table).add_argument("uuid")
     add = b.leaf(sub, "add", "filters:filter_add", "add a filter rule; prints its uuid")
@@ -358,17 +369,17 @@ def _filter_commands(b: _Builder, top: Any) -> None:
     b.leaf(sub, "delete", "filters:filter_delete", "delete a filter rule").add_argument("uuid")
 
 
-def _queue_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "queue", "the job queue: summary and drain flag")
+def _queue_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "info", "queue:queue_info", "drain flag, running jobs, jobs per status", b.table)
     b.leaf(sub, "drain", "queue:queue_drain", "refuse new jobs (running and queued jobs go on)")
     b.leaf(sub, "undrain", "queue:queue_undrain", "accept new jobs again")
-    sub = b.group(top, "lock", "wconfd's locks")
+
+
+def _lock_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "list", "locks:lock_list", "all locks with their owners and waiters", b.table)
 
 
-def _other_commands(b: _Builder, top: Any) -> None:
-    sub = b.group(top, "debug", "debugging aids")
+def _debug_commands(b: _Builder, sub: Any) -> None:
     delay = b.leaf(
         sub, "delay", "debug:delay", "run an OP_TEST_DELAY job (holds node locks)", b.job
     )
@@ -386,7 +397,8 @@ def _other_commands(b: _Builder, top: Any) -> None:
         "--log-message", action="append", default=[], metavar="TEXT", help="log TEXT first"
     )
 
-    sub = b.group(top, "rapi-user", "the RAPI users file (rapi_users in the state dir)")
+
+def _user_commands(b: _Builder, sub: Any) -> None:
     add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user")
     add.add_argument("name")
     add.add_argument("--write", action="store_true", help="may also change things")
@@ -399,9 +411,23 @@ def _other_commands(b: _Builder, top: Any) -> None:
     b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")
 
 
+GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
+    "node": ("list, inspect, add, remove and modify nodes", _node_commands),
+    "instance": ("list, inspect, add, remove and migrate instances", _instance_commands),
+    "job": ("list, inspect, follow, cancel and submit jobs", _job_commands),
+    "filter": ("manage the job filter rules", _filter_commands),
+    "queue": ("the job queue: summary and drain flag", _queue_commands),
+    "lock": ("wconfd's locks", _lock_commands),
+    "debug": ("debugging aids", _debug_commands),
+    "rapi-user": ("the RAPI users file (rapi_users in the state dir)", _user_commands),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `lw` command; the exit code (see the module docstring)."""
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(argv).parse_args(argv)
     module, _, func = str(args.handler).partition(":")
     handler = getattr(importlib.import_module(f"client.cli.{module}"), func)
     from client.cli.context import run

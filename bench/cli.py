@@ -1,0 +1,135 @@
+"""Operator surfaces: wall time of `lw --help` and `lw job list` (target <= 150 ms each,
+median of 20 runs), and RAPI `GET /2/jobs?bulk=1` with 1,000 jobs (p50).
+
+For context on a noisy machine the same run also times a bare `python -c pass` and
+`python -c "import client"` (the floor every `lw` invocation pays).  The 1,000 jobs are
+rejected at submit by a REJECT filter, so they exist (finalized) without 1,000 job
+processes; the listing's cost does not depend on how a job ended.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import BIN, daemon, summary
+
+from client import LuxiClient
+
+RUNS = 20
+JOBS = 1000
+REQUESTS = 30
+TARGET_MS = 150
+
+
+def wall_ms(argv: list[str], runs: int = RUNS) -> float:
+    """Median wall time of running `argv` to completion, in ms (one warm-up run)."""
+    subprocess.run(argv, capture_output=True, check=True)
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        samples.append(time.perf_counter() - start)
+    return round(statistics.median(samples) * 1000, 1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fill_queue(run: Path) -> None:
+    """JOBS jobs in the queue, rejected at submit (finalized, no job processes)."""
+    with LuxiClient(run / "luxid.sock", timeout=120) as lc:
+        lc.replace_filter(uuid=None, priority=0, predicates=[], action="REJECT", reason=[])
+        op = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+        for _ in range(0, JOBS, 100):
+            lc.submit_many_jobs(jobs=[[op]] * 100)
+        assert len(lc.query_jobs(ids=None, fields=["id"])) == JOBS
+
+
+def rapi_bulk_jobs(run: Path, state: Path) -> dict[str, float]:
+    """Latency of GET /2/jobs?bulk=1 over one keep-alive connection, authenticated."""
+    from client.cli.rapi_users import User, format_user, hash_password
+
+    (state / "rapi_users").write_text(format_user(User("bench", hash_password("pw"), False)) + "\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "lw-rapi"), "--run-dir", str(run), "--state-dir", str(state),
+         "--port", str(port), "--log-level", "WARNING"],
+    )  # fmt: skip
+    auth = {"Authorization": "Basic " + base64.b64encode(b"bench:pw").decode()}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("GET", "/version")
+                conn.getresponse().read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        samples, size = [], 0
+        for i in range(REQUESTS + 2):
+            start = time.perf_counter()
+            conn.request("GET", "/2/jobs?bulk=1", headers=auth)
+            resp = conn.getresponse()
+            body = resp.read()
+            elapsed = time.perf_counter() - start
+            assert resp.status == 200, body[:200]
+            if i >= 2:  # the first calls connect to luxid and check the password
+                samples.append(elapsed)
+            size = len(body)
+        assert len(json.loads(body)) == JOBS
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {**summary(samples), "bytes": size}
+
+
+def main() -> None:
+    lw = str(BIN / "lw")
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
+        root = Path(tmp)
+        with daemon("wconfd", base=root) as (run, state), daemon("luxid", base=root):
+            help_ms = wall_ms([lw, "--help"])
+            list_empty_ms = wall_ms([lw, "--run-dir", str(run), "job", "list"])
+            fill_queue(run)
+            list_1000_ms = wall_ms([lw, "--run-dir", str(run), "job", "list"], runs=5)
+            rapi = rapi_bulk_jobs(run, state)
+            python_ms = wall_ms([python, "-c", "pass"])
+            import_ms = wall_ms([python, "-c", "import client"])
+    print(
+        json.dumps(
+            {
+                "bench": "cli",
+                "lw_help_ms": help_ms,
+                "lw_job_list_ms": list_empty_ms,
+                "target_ms": TARGET_MS,
+                "lw_job_list_1000_jobs_ms": list_1000_ms,
+                "python_startup_ms": python_ms,
+                "python_import_client_ms": import_ms,
+                "rapi_jobs_bulk_1000": rapi,
+                "runs": RUNS,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
