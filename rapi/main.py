@@ -32,11 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--state-dir",
         type=Path,
+        metavar="DIR",
         help="where rapi_users lives (default: $LW_STATE_DIR, /var/lib/lockwarden for root)",
     )
     parser.add_argument(
         "--run-dir",
         type=Path,
+        metavar="DIR",
         help="the daemons' sockets (default: $LW_RUN_DIR, /run/lockwarden for root)",
     )
     parser.add_argument(

@@ -165,15 +165,15 @@ def _locked(path: Path) -> Iterator[list[str]]:
 
 
 def _line_of(lines: list[str], name: str) -> int | None:
+    """The index of the user's line (comments and blank lines never match)."""
     for index, line in enumerate(lines):
-        with contextlib.suppress(ValueError):
-            fields = line.split()
-            if fields and fields[0] == name and not line.lstrip().startswith("#"):
-                return index
+        fields = line.split()
+        if fields and fields[0] == name:
+            return index
     return None
 
 
-def _read_password(args: argparse.Namespace, ctx: Context) -> str:
+def _read_password(args: argparse.Namespace) -> str:
     import sys
 
     if args.password_stdin:
@@ -195,7 +195,7 @@ def user_add(ctx: Context, args: argparse.Namespace) -> int:
     """lw rapi-user add NAME [--write] [--password-stdin]"""
     if not NAME_RE.match(args.name):
         raise UsageError(f"bad user name {args.name!r}: use letters, digits and . _ @ + -")
-    user = User(args.name, hash_password(_read_password(args, ctx)), args.write)
+    user = User(args.name, hash_password(_read_password(args)), args.write)
     path = users_path(ctx.state_dir)
     with _locked(path) as lines:
         index = _line_of(lines, args.name)

@@ -620,3 +620,29 @@ def test_ganeti_rapi_client_works_unchanged(
     assert out["wait"]["log_entries"][0][3] == "from ganeti"
     assert out["cancel"][0] is False
     assert out["missing"][0] == 404
+
+
+# -- systemd notify ----------------------------------------------------------------------------
+
+
+def test_sd_notify_ready_watchdog_stopping(
+    stack: Any, daemon_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notify_path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(notify_path))
+        sock.settimeout(10)
+        monkeypatch.setenv("NOTIFY_SOCKET", str(notify_path))
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")  # a ping every 0.1 s
+        rapi = Rapi(daemon_factory)
+        messages = [sock.recv(4096).decode() for _ in range(3)]
+        assert messages[0] == f"READY=1\nSTATUS=serving on http://127.0.0.1:{rapi.port}/"
+        assert messages[1:] == ["WATCHDOG=1", "WATCHDOG=1"]
+        assert rapi.daemon.stop() == 0
+        rest = []
+        while True:
+            message = sock.recv(4096).decode()
+            rest.append(message)
+            if message != "WATCHDOG=1":
+                break
+        assert rest[-1] == "STOPPING=1"
