@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client import AsyncLuxiClient, AsyncWConfdClient, __version__, errors
+from client.cli.configview import ConfigView
 
 RAPI_VERSION = 2
 # Ganeti's /2/jobs/[id]/wait gives a job up to 10 s to change before answering null.
@@ -186,81 +187,64 @@ def _node_role(node: Mapping[str, Any]) -> str:
     return "R"
 
 
-class ConfigIndex:
-    """One configuration read, indexed for the node and instance resources."""
+def node_resource(view: ConfigView, node: Mapping[str, Any]) -> dict[str, Any]:
+    """A node in rlib2's N_FIELDS names (those that apply), plus its group's name."""
+    primary = view.primary_instances(node)
+    secondary = view.secondary_instances(node)
+    return {
+        "name": node["name"],
+        "uuid": node["uuid"],
+        "offline": node.get("offline", False),
+        "drained": node.get("drained", False),
+        "master_candidate": node.get("master_candidate", False),
+        "vm_capable": node.get("vm_capable", True),
+        "master_capable": True,
+        "role": _node_role(node),
+        "pip": node.get("primary_ip"),
+        "sip": node.get("primary_ip"),
+        "group.uuid": node.get("group"),
+        "group": view.group_name(node.get("group")),
+        "pinst_cnt": len(primary),
+        "pinst_list": primary,
+        "sinst_cnt": len(secondary),
+        "sinst_list": secondary,
+        "serial_no": node.get("serial_no"),
+        "ctime": node.get("ctime"),
+        "mtime": node.get("mtime"),
+        "tags": node.get("tags", []),
+    }
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = config
-        self.node_names = {u: n["name"] for u, n in config.get("nodes", {}).items()}
-        self.group_names = {u: g["name"] for u, g in config.get("nodegroups", {}).items()}
-        self.primary: dict[str, list[str]] = {}
-        self.secondary: dict[str, list[str]] = {}
-        for inst in config.get("instances", {}).values():
-            self.primary.setdefault(inst.get("primary_node"), []).append(inst["name"])
-            for node in inst.get("secondary_nodes", []):
-                self.secondary.setdefault(node, []).append(inst["name"])
 
-    def objects(self, kind: str) -> list[Mapping[str, Any]]:
-        """The objects of a kind (`nodes`, `instances`), sorted by name."""
-        return sorted(self.config.get(kind, {}).values(), key=lambda o: str(o["name"]))
+def instance_resource(view: ConfigView, inst: Mapping[str, Any]) -> dict[str, Any]:
+    """An instance in rlib2's I_FIELDS names (those that apply)."""
+    disks = inst.get("disks", [])
+    nics = inst.get("nics", [])
+    memory, vcpus = inst.get("memory"), inst.get("vcpus")
+    return {
+        "name": inst["name"],
+        "uuid": inst["uuid"],
+        "admin_state": inst.get("admin_state"),
+        "pnode": view.node_name(inst.get("primary_node")),
+        "snodes": [view.node_name(u) for u in inst.get("secondary_nodes", [])],
+        "beparams": {"memory": memory, "maxmem": memory, "minmem": memory, "vcpus": vcpus},
+        "disk.sizes": [d.get("size") for d in disks],
+        "disk.uuids": [d.get("uuid") for d in disks],
+        "disk_usage": sum(int(d.get("size") or 0) for d in disks),
+        "nic.macs": [n.get("mac") for n in nics],
+        "nic.ips": [n.get("ip") for n in nics],
+        "nic.networks": [n.get("network") for n in nics],
+        "serial_no": inst.get("serial_no"),
+        "ctime": inst.get("ctime"),
+        "mtime": inst.get("mtime"),
+        "tags": inst.get("tags", []),
+    }
 
-    def find(self, kind: str, key: str, label: str) -> Mapping[str, Any]:
-        """One object by name or uuid; 404 if there is none."""
-        for obj in self.config.get(kind, {}).values():
-            if key in (obj.get("name"), obj.get("uuid")):
-                return obj
+
+def _found(view: ConfigView, kind: str, key: str, label: str) -> Mapping[str, Any]:
+    obj = view.find(kind, key)
+    if obj is None:
         raise HttpError(404, f"{label} '{key}' not found")
-
-    def node(self, node: Mapping[str, Any]) -> dict[str, Any]:
-        """A node in rlib2's N_FIELDS names (those that apply), plus its group's name."""
-        primary = sorted(self.primary.get(node["uuid"], []))
-        secondary = sorted(self.secondary.get(node["uuid"], []))
-        return {
-            "name": node["name"],
-            "uuid": node["uuid"],
-            "offline": node.get("offline", False),
-            "drained": node.get("drained", False),
-            "master_candidate": node.get("master_candidate", False),
-            "vm_capable": node.get("vm_capable", True),
-            "master_capable": True,
-            "role": _node_role(node),
-            "pip": node.get("primary_ip"),
-            "sip": node.get("primary_ip"),
-            "group.uuid": node.get("group"),
-            "group": self.group_names.get(node.get("group")),
-            "pinst_cnt": len(primary),
-            "pinst_list": primary,
-            "sinst_cnt": len(secondary),
-            "sinst_list": secondary,
-            "serial_no": node.get("serial_no"),
-            "ctime": node.get("ctime"),
-            "mtime": node.get("mtime"),
-            "tags": node.get("tags", []),
-        }
-
-    def instance(self, inst: Mapping[str, Any]) -> dict[str, Any]:
-        """An instance in rlib2's I_FIELDS names (those that apply)."""
-        disks = inst.get("disks", [])
-        nics = inst.get("nics", [])
-        memory, vcpus = inst.get("memory"), inst.get("vcpus")
-        return {
-            "name": inst["name"],
-            "uuid": inst["uuid"],
-            "admin_state": inst.get("admin_state"),
-            "pnode": self.node_names.get(inst.get("primary_node"), inst.get("primary_node")),
-            "snodes": [self.node_names.get(u, u) for u in inst.get("secondary_nodes", [])],
-            "beparams": {"memory": memory, "maxmem": memory, "minmem": memory, "vcpus": vcpus},
-            "disk.sizes": [d.get("size") for d in disks],
-            "disk.uuids": [d.get("uuid") for d in disks],
-            "disk_usage": sum(int(d.get("size") or 0) for d in disks),
-            "nic.macs": [n.get("mac") for n in nics],
-            "nic.ips": [n.get("ip") for n in nics],
-            "nic.networks": [n.get("network") for n in nics],
-            "serial_no": inst.get("serial_no"),
-            "ctime": inst.get("ctime"),
-            "mtime": inst.get("mtime"),
-            "tags": inst.get("tags", []),
-        }
+    return obj
 
 
 # -- handlers ----------------------------------------------------------------------------------
@@ -301,40 +285,40 @@ async def get_info(req: Request) -> dict[str, Any]:
     }
 
 
-async def _index(req: Request) -> ConfigIndex:
-    return ConfigIndex(await req.backend.wconfd.get_config())
+async def _view(req: Request) -> ConfigView:
+    return ConfigView(await req.backend.wconfd.get_config())
 
 
 async def get_nodes(req: Request) -> list[dict[str, Any]]:
     """Node names and URIs, or (bulk) the nodes."""
     want_bulk = bulk(req)
-    index = await _index(req)
-    nodes = index.objects("nodes")
+    view = await _view(req)
+    nodes = view.objects("nodes")
     if want_bulk:
-        return [index.node(n) for n in nodes]
+        return [node_resource(view, n) for n in nodes]
     return uri_list([n["name"] for n in nodes], "/2/nodes/%s", "id")
 
 
 async def get_node(req: Request) -> dict[str, Any]:
     """One node by name (or uuid)."""
-    index = await _index(req)
-    return index.node(index.find("nodes", req.match["name"], "node"))
+    view = await _view(req)
+    return node_resource(view, _found(view, "nodes", req.match["name"], "node"))
 
 
 async def get_instances(req: Request) -> list[dict[str, Any]]:
     """Instance names and URIs, or (bulk) the instances."""
     want_bulk = bulk(req)
-    index = await _index(req)
-    instances = index.objects("instances")
+    view = await _view(req)
+    instances = view.objects("instances")
     if want_bulk:
-        return [index.instance(i) for i in instances]
+        return [instance_resource(view, i) for i in instances]
     return uri_list([i["name"] for i in instances], "/2/instances/%s", "id")
 
 
 async def get_instance(req: Request) -> dict[str, Any]:
     """One instance by name (or uuid)."""
-    index = await _index(req)
-    return index.instance(index.find("instances", req.match["name"], "instance"))
+    view = await _view(req)
+    return instance_resource(view, _found(view, "instances", req.match["name"], "instance"))
 
 
 async def get_jobs(req: Request) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client import errors
+from client.cli.configview import ConfigView, Obj
 from client.cli.context import (
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -24,7 +25,6 @@ from client.cli.context import (
 from client.cli.jobs import opcode, submit_and_wait
 from client.cli.output import Fields, print_record, print_table
 
-Obj = dict[str, Any]
 Getter = Callable[[Obj], Any]
 
 NODE_FIELDS = Fields(
@@ -88,48 +88,30 @@ INFO_FIELDS = Fields(
 )
 
 
-class ConfigView:
-    """One read of the configuration, with the name lookups the listings need."""
+def _node_getters(view: ConfigView) -> dict[str, Getter]:
+    """How the computed node fields are read (names instead of uuids, instance counts)."""
+    return {
+        "group": lambda n: view.group_name(n.get("group")),
+        "pinst_cnt": lambda n: len(view.primary_instances(n)),
+        "pinst_list": view.primary_instances,
+    }
 
-    def __init__(self, config: Obj) -> None:
-        self.config = config
-        self.node_names = {u: n["name"] for u, n in config.get("nodes", {}).items()}
-        self.group_names = {u: g["name"] for u, g in config.get("nodegroups", {}).items()}
-        self.primaries: dict[str, list[str]] = {}
-        for inst in config.get("instances", {}).values():
-            self.primaries.setdefault(inst.get("primary_node"), []).append(inst["name"])
 
-    def objects(self, kind: str) -> list[Obj]:
-        """The objects of one kind (`nodes`, `instances`), sorted by name."""
-        return sorted(self.config.get(kind, {}).values(), key=lambda o: str(o.get("name")))
+def _instance_getters(view: ConfigView) -> dict[str, Getter]:
+    """How the computed instance fields are read (node names, disk sizes, MACs)."""
+    return {
+        "primary_node": lambda i: view.node_name(i.get("primary_node")),
+        "secondary_nodes": lambda i: [view.node_name(u) for u in i.get("secondary_nodes", [])],
+        "disk_sizes": lambda i: [d.get("size") for d in i.get("disks", [])],
+        "nic_macs": lambda i: [n.get("mac") for n in i.get("nics", [])],
+    }
 
-    def find(self, kind: str, key: str, label: str) -> Obj:
-        """One object by name or uuid; Failed if there is none."""
-        for obj in self.config.get(kind, {}).values():
-            if key in (obj.get("name"), obj.get("uuid")):
-                return obj
+
+def _find(view: ConfigView, kind: str, key: str, label: str) -> Obj:
+    obj = view.find(kind, key)
+    if obj is None:
         raise Failed(f"no {label} {key!r} (see `lw {label} list`)")
-
-    def node_getters(self) -> dict[str, Getter]:
-        """How each node field is read (names instead of uuids, computed counts)."""
-        return {
-            "group": lambda n: self.group_names.get(n.get("group"), n.get("group")),
-            "pinst_cnt": lambda n: len(self.primaries.get(n["uuid"], [])),
-            "pinst_list": lambda n: sorted(self.primaries.get(n["uuid"], [])),
-        }
-
-    def instance_getters(self) -> dict[str, Getter]:
-        """How each instance field is read (node names, disk sizes, MACs)."""
-        return {
-            "primary_node": lambda i: self.node_names.get(
-                i.get("primary_node"), i.get("primary_node")
-            ),
-            "secondary_nodes": lambda i: [
-                self.node_names.get(u, u) for u in i.get("secondary_nodes", [])
-            ],
-            "disk_sizes": lambda i: [d.get("size") for d in i.get("disks", [])],
-            "nic_macs": lambda i: [n.get("mac") for n in i.get("nics", [])],
-        }
+    return obj
 
 
 def _row(obj: Obj, fields: list[str], getters: dict[str, Getter]) -> list[Any]:
@@ -179,7 +161,7 @@ def node_list(ctx: Context, args: argparse.Namespace) -> int:
     """lw node list"""
     fields = NODE_FIELDS.choose(args.output)
     view = _view(ctx)
-    getters = view.node_getters()
+    getters = _node_getters(view)
     print_table(ctx, args, fields, [_row(n, fields, getters) for n in view.objects("nodes")])
     return EXIT_OK
 
@@ -189,7 +171,10 @@ def node_info(ctx: Context, args: argparse.Namespace) -> int:
     fields = NODE_FIELDS.choose(args.output, record=True)
     view = _view(ctx)
     print_record(
-        ctx, args, fields, _row(view.find("nodes", args.name, "node"), fields, view.node_getters())
+        ctx,
+        args,
+        fields,
+        _row(_find(view, "nodes", args.name, "node"), fields, _node_getters(view)),
     )
     return EXIT_OK
 
@@ -228,7 +213,7 @@ def instance_list(ctx: Context, args: argparse.Namespace) -> int:
     """lw instance list"""
     fields = INSTANCE_FIELDS.choose(args.output)
     view = _view(ctx)
-    getters = view.instance_getters()
+    getters = _instance_getters(view)
     rows = [_row(i, fields, getters) for i in view.objects("instances")]
     print_table(ctx, args, fields, rows)
     return EXIT_OK
@@ -238,8 +223,8 @@ def instance_info(ctx: Context, args: argparse.Namespace) -> int:
     """lw instance info NAME"""
     fields = INSTANCE_FIELDS.choose(args.output, record=True)
     view = _view(ctx)
-    inst = view.find("instances", args.name, "instance")
-    print_record(ctx, args, fields, _row(inst, fields, view.instance_getters()))
+    inst = _find(view, "instances", args.name, "instance")
+    print_record(ctx, args, fields, _row(inst, fields, _instance_getters(view)))
     return EXIT_OK
 
 
