@@ -133,3 +133,15 @@ def test_kill9_of_luxid_loses_no_acknowledged_submit(stack):
     assert len(set(acked)) == len(acked)
     # Ids go on above every id handed out before the crash.
     assert lc.submit_job(ops=[delay(0)]) > max(acked)
+
+
+def test_kill9_of_wconfd_under_running_and_waiting_jobs(stack):
+    running = stack.submit(delay(1.0, on_nodes=["n1"]), delay(0))
+    stack.wait_op_running(running)
+    waiting = stack.submit(delay(0, on_nodes=["n1"]))
+    stack.wait_status(waiting, "waiting")
+    stack.restart_wconfd(kill=True)
+    # The running job keeps its lock across the restart; the waiting one re-issues its wait.
+    assert stack.wait_final(running) == "success"
+    assert stack.wait_final(waiting) == "success"
+    stack.until(lambda: not stack.job_locks() and not stack.job_pending())

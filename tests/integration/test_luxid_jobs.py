@@ -321,3 +321,18 @@ def test_archive_and_auto_archive(stack):
     assert answer.values == [True]
     after = stack.submit(delay(0, depends=[[done[1], ["success"]]]))
     assert stack.wait_final(after) == "success"
+
+
+def test_priority_change_reaches_a_pending_lock_request(stack):
+    assert stack.wc.try_update_locks([["node/n1", "exclusive"]]) == []
+    job_id = stack.submit(delay(0, on_nodes=["n1"]))
+    stack.wait_status(job_id, "waiting")
+    pending = stack.until(lambda: stack.wc.list_all_locks().pending)
+    assert [p.priority for p in pending] == [0]
+    ok, _ = stack.lc.change_job_priority(job_id=job_id, priority=-7)
+    assert ok
+    assert stack.field(job_id, "oppriority") == [-7]
+    # The job process withdrew its request and waits again at the new priority.
+    stack.until(lambda: [p.priority for p in stack.wc.list_all_locks().pending] == [-7])
+    stack.wc.free_locks()
+    assert stack.wait_final(job_id) == "success"
