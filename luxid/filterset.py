@@ -9,7 +9,6 @@ the store's worker thread, which applies REJECT rules to jobs as it stores them 
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,8 +17,6 @@ from luxid.filters import FilterChain, FilterJob, FilterRule, rule_from_wire
 from luxid.jobs import Job, mark_canceled, reason_rejected
 from luxid.verdict import Verdict
 
-_versions = itertools.count(1)
-
 
 def filter_job(job: Job) -> FilterJob:
     """The filters' view of a job: its id and its opcodes as stored (reason trails included)."""
@@ -27,13 +24,11 @@ def filter_job(job: Job) -> FilterJob:
 
 
 class RuleSnapshot:
-    """An immutable set of rules with a version; `chain()` compiles it once per thread."""
+    """An immutable set of rules; `chain()` compiles it once per thread that asks."""
 
     def __init__(self, rules: tuple[FilterRule, ...]) -> None:
         self.rules = rules
-        self.version = next(_versions)
         self._local = threading.local()
-        self.by_uuid = {rule.uuid: rule for rule in rules}
 
     def chain(self, previous: FilterChain | None = None) -> FilterChain:
         """This thread's compiled chain of these rules."""
@@ -63,15 +58,6 @@ class FilterSet:
 
     def __len__(self) -> int:
         return len(self.snapshot.rules)
-
-    @property
-    def rules(self) -> tuple[FilterRule, ...]:
-        """The rules, in evaluation order."""
-        return self._chain.rules
-
-    def get(self, uuid: str) -> FilterRule | None:
-        """The rule with this uuid, or None."""
-        return self.snapshot.by_uuid.get(uuid)
 
     def replace_all(self, stored: Iterable[FilterRule | Mapping[str, Any]]) -> bool:
         """Take the configuration's rules; True if they differ from the current ones.
