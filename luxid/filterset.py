@@ -9,13 +9,17 @@ the store's worker thread, which applies REJECT rules to jobs as it stores them 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from client.errors import FilterError
 from luxid.filters import FilterChain, FilterJob, FilterRule, rule_from_wire
 from luxid.jobs import Job, mark_canceled, reason_rejected
 from luxid.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 
 def filter_job(job: Job) -> FilterJob:
@@ -62,14 +66,15 @@ class FilterSet:
     def replace_all(self, stored: Iterable[FilterRule | Mapping[str, Any]]) -> bool:
         """Take the configuration's rules; True if they differ from the current ones.
 
-        Rules that do not decode are left out (a bad rule written directly into wconfd
-        must not stop the queue); the chain logs what it cannot compile.
+        Rules that do not decode are left out and rules that do not compile never apply
+        (a bad rule written directly into wconfd must not stop the queue); both are logged.
         """
         rules: list[FilterRule] = []
         for raw in stored:
             try:
                 rules.append(rule_from_wire(raw))
-            except Exception:  # a malformed stored rule never applies
+            except FilterError as exc:
+                log.warning("ignoring a malformed filter rule in the configuration: %s", exc)
                 continue
         rules.sort(key=lambda r: r.uuid)
         if tuple(rules) == tuple(sorted(self.snapshot.rules, key=lambda r: r.uuid)):
@@ -88,6 +93,8 @@ class FilterSet:
     def _install(self, rules: tuple[FilterRule, ...]) -> None:
         self.snapshot = RuleSnapshot(rules)
         self._chain = self.snapshot.chain(previous=self._chain)
+        for uuid, error in self._chain.errors.items():
+            log.warning("filter rule %s never applies: %s", uuid, error)
 
     # -- per job ---------------------------------------------------------------------
 

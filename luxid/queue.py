@@ -20,7 +20,7 @@ import functools
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import msgspec
@@ -126,7 +126,7 @@ class Queue:
         await self.writer.close()
         self.store.close()
 
-    def _background(self, work: Any) -> None:
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
