@@ -24,7 +24,7 @@ from client.api.wconfd import (
     WaitResult,
 )
 from client.daemon.server import Connection
-from client.errors import InvalidParams
+from client.errors import InvalidParams, StorageError
 from wconfd.clients import ClientRegistry
 from wconfd.locking import Effects, LockManager
 
@@ -39,6 +39,7 @@ class LockMethods:
     clients: ClientRegistry
     locks: LockManager
     persist_owners: PersistOwners
+    durable_locks: Callable[[], dict[str, list[tuple[str, str]]]]
 
     def _init_lock_waits(self) -> None:
         self._waits: dict[str, asyncio.Future[WaitResult]] = {}
@@ -52,13 +53,41 @@ class LockMethods:
         if effects.empty():
             return
         if effects.changed:
-            await self.persist_owners(effects.changed)
+            try:
+                await self.persist_owners(effects.changed)
+            except StorageError as exc:
+                self._fall_back_to_durable_locks(exc)
+                raise
         for owner in effects.granted:
             self._resolve(self._waits, owner, WaitResult(granted=True, blockers=[]))
         for owner, blockers in effects.withdrawn.items():
             self._resolve(self._waits, owner, WaitResult(granted=False, blockers=blockers))
         for owner, locks in effects.opportunistic.items():
             self._resolve(self._opp_waits, owner, locks)
+
+    def _fall_back_to_durable_locks(self, exc: StorageError) -> None:
+        """A lock change could not be journalled: return to the holdings on disk.
+
+        The change is undone by rebuilding the table from the durable holdings; every
+        waiting call fails with the StorageError (its request is gone with the old table)
+        so no client believes in a state the disk does not have.
+        """
+        log.error("journalling a lock change failed, reverting to the durable locks: %s", exc)
+        self.locks = LockManager.restore(
+            {
+                owner: [[lock, mode] for lock, mode in held]
+                for owner, held in self.durable_locks().items()
+            }
+        )
+        tables: tuple[dict[str, asyncio.Future[Any]], ...] = (self._waits, self._opp_waits)
+        for table in tables:
+            waiting = list(table.values())
+            table.clear()
+            for fut in waiting:
+                if not fut.done():
+                    fut.set_exception(
+                        StorageError(f"lock state reverted after a failed write: {exc.message}")
+                    )
 
     @staticmethod
     def _resolve(table: dict[str, asyncio.Future[Any]], owner: str, value: object) -> None:

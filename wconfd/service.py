@@ -121,6 +121,10 @@ class WConfdService(LockMethods, ConfigMethods):
         else:  # appended in one loop round, so one journal write carries them all
             await asyncio.gather(*(self.commit(record) for record in records))
 
+    def durable_locks(self) -> dict[str, list[tuple[str, str]]]:
+        """Every client's holdings as the journal has them."""
+        return self.state.locks
+
     def _holds_anything(self, client_id: str) -> bool:
         return self.holds_locks(client_id) or self.state.reservations.count(client_id) > 0
 

@@ -13,6 +13,7 @@ docstring.  From it come, without a second list of methods anywhere:
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +84,10 @@ class MethodSpec:
         try:
             return msgspec.convert(kwargs, self.params, strict=True)
         except msgspec.ValidationError as exc:
-            raise InvalidParams(f"{self.name}: {_name_the_param(str(exc))}") from None
+            text, param = _name_the_param(str(exc))
+            raise InvalidParams(
+                f"{self.name}: {text}", {"param": param} if param else None
+            ) from None
 
     def encode_params(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a stub call's arguments to parameter names (only the ones given)."""
@@ -102,16 +106,22 @@ class MethodSpec:
         return bound
 
 
-def _name_the_param(message: str) -> str:
-    """Rewrite msgspec's "… - at `$.pid`" as "param `pid`: …" (the contract names the param)."""
+def _name_the_param(message: str) -> tuple[str, str | None]:
+    """Rewrite msgspec's "… - at `$.pid`" as "param `pid`: …" (the contract names the param).
+
+    Returns the message and the top-level param's name when msgspec says which it is.
+    """
     text, sep, where = message.rpartition(" - at `$.")
     if sep:
-        return f"param `{where.rstrip('`')}`: {text}"
-    if message.startswith("Object missing required field"):
-        return message.replace("Object missing required field", "missing required param")
-    if message.startswith("Object contains unknown field"):
-        return message.replace("Object contains unknown field", "unknown param")
-    return message
+        path = where.rstrip("`")
+        return f"param `{path}`: {text}", re.split(r"[.\[]", path, maxsplit=1)[0]
+    for prefix, said in (
+        ("Object missing required field", "missing required param"),
+        ("Object contains unknown field", "unknown param"),
+    ):
+        if message.startswith(prefix):
+            return message.replace(prefix, said), message[len(prefix) :].strip(" `")
+    return message, None
 
 
 def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> MethodSpec:

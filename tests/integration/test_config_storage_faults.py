@@ -234,3 +234,40 @@ def test_a_failed_group_of_pipelined_writes_changes_nothing(daemon_factory, flak
     # A real wconfd agrees.
     real.start()
     assert WConfdClient(real.socket, name="reader").get_config() == doc
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_a_lock_change_that_cannot_be_journalled_is_undone(daemon_factory, flaky, code):
+    """SPEC §10: a failed write changes nothing — for locks too, and waiters are told."""
+    real = daemon_factory("wconfd")
+    inproc = InProcessWConfd(real.state_dir, real.socket).start()
+    try:
+        a = WConfdClient(real.socket, name="a")
+        b = WConfdClient(real.socket, name="b")
+        assert a.try_update_locks([["node/n0", "exclusive"]]) == []
+        flaky.fail = code
+        with pytest.raises(errors.StorageError):
+            a.try_update_locks([["node/n1", "exclusive"]])
+        assert a.list_locks() == [("node/n0", "exclusive")]
+        assert b.try_update_locks([["node/n1", "exclusive"]]) == []  # not blocked by a ghost
+
+        async def waiter_told() -> None:
+            w = AsyncWConfdClient(real.socket, name="w")
+            wait = asyncio.ensure_future(w.update_locks_waiting([["node/n1", "exclusive"]]))
+            await asyncio.sleep(0.2)
+            flaky.fail = code
+            with pytest.raises(errors.StorageError):  # b's release cannot be journalled
+                await asyncio.get_running_loop().run_in_executor(None, b.free_locks)
+            with pytest.raises(errors.StorageError):
+                await wait
+            await w.close()
+
+        asyncio.run(waiter_told())
+        assert b.list_locks() == [("node/n1", "exclusive")]
+        b.free_locks()
+        assert b.list_locks() == []
+        held = a.list_all_locks()
+    finally:
+        inproc.stop()
+    real.start()
+    assert WConfdClient(real.socket, name="a").list_all_locks() == held
