@@ -111,6 +111,8 @@ class FilterSet:
 
     def verdict(self, job: Job) -> Verdict | None:
         """The applying rule's verdict for the job (None: no rule applies)."""
+        if not self.snapshot.rules:
+            return None
         return self._chain.verdict(self.job_view(job))
 
     def buckets(self, job: Job) -> frozenset[str]:

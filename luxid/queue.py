@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RUNNING_JOBS = 20  # shown until the configuration has been read
 AUTO_ARCHIVE_CHUNK = 1000
+# Bounds of the gap between two full scheduling passes (see Queue.request_pass): the gap
+# is the last pass's duration, so passes take at most half of the event loop's time.
+MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
 _SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 
 
@@ -93,6 +96,8 @@ class Queue:
         self._pass_full = False
         self._pass_new: set[int] = set()
         self._pass_handle: asyncio.Handle | None = None
+        self._last_full_pass = 0.0
+        self._pass_gap = MIN_PASS_GAP
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- life cycle ----------------------------------------------------------------------
@@ -351,14 +356,15 @@ class Queue:
         job = self.table.get(job_id)
         if job is None or job.process_id != key.pid:
             return
-        self._slots.discard(job_id)
         new = process_exited(job, time.time())
-        if new is not job:
-            if not is_finalized(new):
-                log.info("job %d: paused; its process %d ended", job_id, key.pid)
-            else:
-                log.warning("job %d: its process %d died", job_id, key.pid)
-            self._finish(new)
+        if new is job:  # finalized before its process ended: its slot is free already
+            return
+        self._slots.discard(job_id)
+        if not is_finalized(new):
+            log.info("job %d: paused; its process %d ended", job_id, key.pid)
+        else:
+            log.warning("job %d: its process %d died", job_id, key.pid)
+        self._finish(new)
         self.request_pass()
 
     def _finish(self, job: Job) -> None:
@@ -379,20 +385,43 @@ class Queue:
     # -- scheduling ------------------------------------------------------------------------
 
     def request_pass(self, new: Iterable[int] | None = None) -> None:
-        """Ask for a scheduling pass in this loop turn: of `new` jobs only, or a full one."""
+        """Ask for a scheduling pass: of `new` jobs only, or a full one.
+
+        Requests are served in this turn of the loop, one pass for all of them; a full
+        pass comes at the earliest `_pass_gap` after the previous full one, so that
+        under a stream of events (jobs ending one by one) long queues are examined a
+        bounded number of times per second, each pass serving every event since.
+        """
         if new is None:
             self._pass_full = True
         else:
             self._pass_new.update(new)
         if self._pass_handle is None:
-            self._pass_handle = asyncio.get_running_loop().call_soon(self._run_pass)
+            loop = asyncio.get_running_loop()
+            wait = self._last_full_pass + self._pass_gap - loop.time() if new is None else 0
+            if wait > 0:
+                self._pass_handle = loop.call_later(wait, self._run_pass)
+            else:
+                self._pass_handle = loop.call_soon(self._run_pass)
 
     def _run_pass(self) -> None:
         self._pass_handle = None
-        if self.max_running_jobs is None:
+        max_running = self.max_running_jobs
+        if max_running is None:
             return
         full, new = self._pass_full, self._pass_new
         self._pass_full, self._pass_new = False, set()
+        if not full:
+            self._select(False, new, max_running)
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self._select(True, new, max_running)
+        self._last_full_pass = loop.time()
+        self._pass_gap = min(MAX_PASS_GAP, max(MIN_PASS_GAP, self._last_full_pass - started))
+
+    def _select(self, full: bool, new: set[int], max_running: int) -> None:
+        """One pass: the pure selection over the queued and running jobs, then apply it."""
         jobs = self.table.jobs
         running: list[Job] = []
         for job_id in list(self._slots):
@@ -414,7 +443,7 @@ class Queue:
         selection = select_jobs(
             queued,
             running,
-            self.max_running_jobs,
+            max_running,
             self.filters.verdict,
             self.filters.buckets,
             self.table.status_of,
