@@ -97,9 +97,9 @@ def submit_and_wait(ctx: Context, args: argparse.Namespace, ops: list[Opcode]) -
 
 
 def follow(ctx: Context, job_id: int, *, show_status: bool = False) -> str:
-    """Print a job's log (and, with `show_status`, its status changes) until it is
-    finalized; its final status.  Event-driven: each call returns as soon as the job
-    changes."""
+    """Print a job's log until it is finalized, and on stderr why it waits (if queued
+    with a pending reason), its final status and, with `show_status`, every status change.
+    Returns the final status.  Event-driven: each call returns as soon as the job changes."""
     values: list[Any] | None = None
     serial: int | None = None
     while True:
@@ -117,9 +117,10 @@ def follow(ctx: Context, job_id: int, *, show_status: bool = False) -> str:
             ctx.out(format_log_entry(entry))
         if change.values != values:
             status, pending = change.values
-            if show_status or status not in ("queued", "waiting", "running"):
-                detail = f" ({pending})" if pending and status == "queued" else ""
-                ctx.note(f"job {job_id}: {status}{detail}")
+            # Always say why a job does not start (a PAUSE filter, a full rate-limit bucket …).
+            held = status == "queued" and pending
+            if show_status or held or status in FINALIZED:
+                ctx.note(f"job {job_id}: {status}" + (f" ({pending})" if held else ""))
             values = list(change.values)
         if values is not None and values[0] in FINALIZED:
             return str(values[0])

@@ -546,3 +546,20 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(lw: Lw, stack: Any) -> None
     assert "lw job watch 1" in stderr and "Traceback" not in stderr
     assert stack.status(1) == "running"
     lw.ok("job", "cancel", "1")
+
+
+def test_waiting_command_says_why_the_job_is_held(lw: Lw, stack: Any) -> None:
+    uuid = lw.ok("filter", "add", "--action", "PAUSE").strip()
+    proc = subprocess.Popen(
+        [LW, "--run-dir", str(lw.run_dir), "debug", "delay", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stack.until(lambda: stack.lc.query_jobs(ids=[1], fields=["id"])[0])
+    stack.wait_for(1, lambda v: v[1] is not None, fields=("status", "pending_reason"))
+    lw.ok("filter", "delete", uuid)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert f"job 1: queued (paused by filter {uuid})" in stderr
+    assert "job 1: success" in stderr
