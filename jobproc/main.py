@@ -31,12 +31,22 @@ def setup_logging(job_id: int | None) -> None:
     root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
 
 
-def run_job(job_id: int, run_dir: Path | None) -> int:
-    """Run one job in this process; the exit code."""
+def run_job(job_id: int, run_dir: Path | None, exiting: bool = False) -> int:
+    """Run one job in this process; the exit code.
+
+    `exiting`: the caller ends the process right after (os._exit, the zygote's
+    children), so the event loop's orderly teardown, a millisecond of a short job's
+    CPU, is skipped; the job's own cleanup (locks, connections) has run by then.
+    """
     from jobproc.runner import JobRunner
 
     setup_logging(job_id)
-    return asyncio.run(JobRunner(job_id, run_dir).main())
+    main = JobRunner(job_id, run_dir).main()
+    if not exiting:
+        return asyncio.run(main)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop.run_until_complete(main)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
+import msgspec
 import psutil
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,17 @@ def preload() -> None:
 
     import jobproc.main
     import jobproc.runner  # noqa: F401
-    from jobproc.opcodes import known_op_ids
+    from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
+    from jobproc.opcodes import get_opcode_class, known_op_ids
 
-    known_op_ids()  # loads the built-in opcodes and the plugins
+    # msgspec builds a type's codec on its first use: build them here, not in every child.
+    for op_id in known_op_ids():  # loads the built-in opcodes and the plugins too
+        with contextlib.suppress(msgspec.ValidationError):
+            msgspec.convert({}, get_opcode_class(op_id).Params, strict=True)
+    msgspec.json.encode(
+        [Hello(), Check(0), Waiting(0), Running(0), Log(0, 0, "", ""), Priority(0, 0),
+         Finish(0, "success")]
+    )  # fmt: skip
     psutil.Process().create_time()  # psutil caches the boot time identify needs
     gc.collect()
     gc.freeze()
@@ -86,7 +95,7 @@ def _child(job_id: int, run_dir: Path) -> None:
         os.close(devnull)
         from jobproc.main import run_job
 
-        code = run_job(job_id, run_dir)
+        code = run_job(job_id, run_dir, exiting=True)
     except BaseException:
         log.exception("job %d failed in its process", job_id)
     finally:
