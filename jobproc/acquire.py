@@ -27,7 +27,7 @@ from typing import Any
 from client import AsyncWConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
 from client.api.wconfd import WaitResult
-from jobproc.locking_strategy import LockTimeoutStrategy
+from jobproc.locking_strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
 from jobproc.opcodes.context import ConfigReader
 from jobproc.signals import JobSignals
@@ -57,11 +57,13 @@ class LockTaker:
         signals: JobSignals,
         report: Report,
         rng: Callable[[], float] = random.random,
+        schedule: tuple[float, ...] = DEFAULT_SCHEDULE,
     ) -> None:
         self.wconfd = wconfd
         self.signals = signals
         self.report = report
         self.rng = rng
+        self.schedule = schedule  # the timeouts of one priority level
         self.priority = 0
         self.holding = False  # whether wconfd may hold locks of ours
 
@@ -73,7 +75,7 @@ class LockTaker:
         Raises OpExecError (a phase resolver refused) or a wconfd error (a plan wconfd
         refuses: a bug of the opcode) — the opcode then fails.
         """
-        strategy = LockTimeoutStrategy(priority, self.rng)
+        strategy = LockTimeoutStrategy(priority, self.rng, self.schedule)
         self.priority = priority
         reported = False
         while True:
