@@ -138,9 +138,9 @@ def test_throttle_disk_replacements_to_ten(queues: list[list[FilterJob]]) -> Non
         running += [j for j in queue if j.id in started]
         throttled = [v for v in chain.verdicts(running) if v == Verdict("RATE_LIMIT", uid(1), 10)]
         assert len(throttled) <= 10
-        # every other job started
+        # every other job started (a reason-trail bucket may still hold it back)
         for j in queue:
-            if chain.verdict(j) is None:
+            if chain.verdict(j) is None and not j.buckets:
                 assert j.id in started
         running = running[len(running) // 2 :]  # some finish
 
