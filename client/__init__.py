@@ -1,10 +1,21 @@
 """Lockwarden's public Python package: protocol, errors, API declarations, stubs, CLI.
 
-from client import WConfdClient, LuxiClient, AsyncWConfdClient, AsyncLuxiClient, errors
+    from client import WConfdClient, LuxiClient, AsyncWConfdClient, AsyncLuxiClient, errors
+
+The stubs are imported on first use (PEP 562), so `lw --help` and other light users do
+not pay for asyncio, psutil and the stub classes.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from client import errors
-from client.clients import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
+
+if TYPE_CHECKING:
+    from client.aclients import AsyncLuxiClient, AsyncWConfdClient
+    from client.clients import LuxiClient, WConfdClient
 
 __version__ = "0.1.0"
 __all__ = [
@@ -15,3 +26,16 @@ __all__ = [
     "__version__",
     "errors",
 ]
+_STUBS = {
+    "AsyncLuxiClient": "client.aclients",
+    "AsyncWConfdClient": "client.aclients",
+    "LuxiClient": "client.clients",
+    "WConfdClient": "client.clients",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _STUBS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'client' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,4 +1,5 @@
-"""The public stubs of SPEC §3.2: WConfdClient, LuxiClient and their asyncio twins.
+"""The blocking public stubs of SPEC §3.2: WConfdClient and LuxiClient (asyncio twins in
+client.aclients).
 
 Their methods come from the API declarations (client.api); this module only adds what
 differs per daemon: the socket name and, for wconfd, the identify handshake.
@@ -9,11 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import psutil
-
 from client.api.luxi import LuxiApi
 from client.api.wconfd import Identity, WConfdApi
-from client.stubs import AsyncStub, SyncStub
+from client.stubs import SyncStub
 
 
 class _Identifies:
@@ -36,6 +35,8 @@ class _Identifies:
         self.client_id: str | None = None
 
     def _identify_params(self) -> dict[str, Any] | None:
+        import psutil  # only identifying clients need it; keeps `import client` light
+
         pid = os.getpid()
         return {
             "job_id": self.job_id,
@@ -55,19 +56,7 @@ class WConfdClient(_Identifies, SyncStub, WConfdApi, api=WConfdApi):
     _daemon = "wconfd"
 
 
-class AsyncWConfdClient(_Identifies, AsyncStub, api=WConfdApi):
-    """asyncio wconfd client; connects lazily and identifies as this process."""
-
-    _daemon = "wconfd"
-
-
 class LuxiClient(SyncStub, LuxiApi, api=LuxiApi):
     """Blocking luxid client."""
-
-    _daemon = "luxid"
-
-
-class AsyncLuxiClient(AsyncStub, api=LuxiApi):
-    """asyncio luxid client."""
 
     _daemon = "luxid"
