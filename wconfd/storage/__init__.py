@@ -3,26 +3,22 @@
 I/O lives here and only here.  `LocalStore` is an append-only journal with group commit
 and atomic JSON snapshots, generic over the record and snapshot types; `DurableStore` is
 the small interface (open/load, append, snapshot, close) a replicated store can implement
-later (SPEC §13).  `recover` rebuilds any state from a store.  `ConfigStore` and
-`ReservationStore` join the pure cores of `wconfd.config` to a store: the live write path.
+later (SPEC §13).  `recover` rebuilds any state from a store.  The daemon's live write path
+(plan, check locks, persist, apply) is in wconfd/config_service.py over wconfd/durable.py.
 """
 
-from .durable import ConfigStore, ReservationStore, Written
 from .errors import JournalCorruptError, SnapshotCorruptError, StorageCorruptError
 from .fileops import FileOps
 from .store import DurableStore, Loaded, LocalStore, StoreStats, recover
 
 __all__ = [
-    "ConfigStore",
     "DurableStore",
     "FileOps",
     "JournalCorruptError",
     "Loaded",
     "LocalStore",
-    "ReservationStore",
     "SnapshotCorruptError",
     "StorageCorruptError",
     "StoreStats",
-    "Written",
     "recover",
 ]
