@@ -115,8 +115,12 @@ class Queue:
                 self.procs.attach(job.id, key)
                 log.info("job %d: reattached to its process %d", job.id, key.pid)
             else:
-                dead.append(process_exited(job, now))
-                log.warning("job %d: its process %d died while luxid was away", job.id, key.pid)
+                ended = process_exited(job, now)
+                dead.append(ended)
+                if is_finalized(ended):
+                    log.warning("job %d: its process %d died while luxid was away", job.id, key.pid)
+                else:
+                    log.info("job %d: paused; its process %d ended meanwhile", job.id, key.pid)
         await self.table.commit(dead)
         self.procs.start_watching()
         self._background(self.procs.prepare())
