@@ -282,3 +282,17 @@ def test_filters_survive_restarts_of_both_daemons(stack):
     assert stack.status(job_id) == "queued"
     lc.delete_filter(uuid=uuid)
     assert stack.wait_final(job_id) == "success"
+
+
+def test_pausing_survives_a_luxid_crash_in_the_middle(stack):
+    job_id = stack.submit(delay(1.0), delay(0))
+    stack.wait_op_running(job_id)
+    uuid = add(stack, "PAUSE", [["jobid", ["==", "id", job_id]]])
+    stack.restart_luxid(kill=True)  # while the paused job still runs its first opcode
+    lc = stack.lc = LuxiClient(stack.luxid.socket, timeout=30)
+    stack.wait_status(job_id, "queued")
+    stack.until(lambda: stack.field(job_id, "pending_reason") == f"paused by filter {uuid}")
+    assert stack.field(job_id, "opstatus") == ["success", "queued"]
+    lc.delete_filter(uuid=uuid)
+    assert stack.wait_final(job_id) == "success"
+    assert stack.field(job_id, "opstatus") == ["success", "success"]
