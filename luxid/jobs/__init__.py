@@ -8,9 +8,7 @@ function that needs the time takes `now` (float seconds since the epoch). The da
 
 from luxid.jobs.deps import (
     DepCheck,
-    bucket_capacity,
     check_dependencies,
-    parse_rate_limit_reason,
     reason_buckets,
 )
 from luxid.jobs.fields import (
@@ -113,7 +111,6 @@ __all__ = [
     "Selection",
     "active_op_index",
     "add_log",
-    "bucket_capacity",
     "cancel_job",
     "change_priority",
     "check_dependencies",
@@ -131,7 +128,6 @@ __all__ = [
     "new_job",
     "next_op_index",
     "op_summary",
-    "parse_rate_limit_reason",
     "pause_job",
     "process_exited",
     "reason_bucket_full",

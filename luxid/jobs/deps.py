@@ -20,6 +20,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from luxid.filters.ratelimit import bucket_of
 from luxid.jobs.model import CANCELED, FINALIZED, Job
 
 DepAction = Literal["continue", "wait", "cancel", "fail"]
@@ -68,48 +69,13 @@ def check_dependencies(job: Job, status_of: StatusOf) -> DepCheck:
 
 # --------------------------------------------------------------- reason rate limits
 
-RATE_LIMIT_PREFIX: Final = "rate-limit"
-
-
-def parse_rate_limit_reason(text: str) -> tuple[str, int] | None:
-    """`"rate-limit:<n>:<label>"` → `("<n>:<label>", n)`; None if not a bucket reason.
-
-    As Ganeti's parseReasonRateLimit: split on ':', n a positive integer (ASCII digits
-    only, so no leading space), the key is everything after "rate-limit:"
-    (`rate-limit:3` alone gives key "3").
-    """
-    parts = text.split(":")
-    if len(parts) < 2 or parts[0] != RATE_LIMIT_PREFIX:
-        return None
-    n_str = parts[1]
-    if not (n_str.isascii() and n_str.isdigit()):
-        return None
-    n = int(n_str)
-    if n <= 0:
-        return None
-    return ":".join(parts[1:]), n
-
-
-def bucket_capacity(key: str) -> int | None:
-    """n of a bucket key `"<n>:<label>"` (or `"<n>"`); None if the key is malformed."""
-    n_str = key.split(":", 1)[0]
-    if not (n_str.isascii() and n_str.isdigit()):
-        return None
-    n = int(n_str)
-    return n if n > 0 else None
-
-
 def reason_buckets(job: Job) -> frozenset[str]:
     """The rate-limit buckets of a job: from any reason text of any of its opcodes."""
     keys: set[str] = set()
     for op in job.ops:
         for entry in op.input.get("reason") or ():
-            if (
-                len(entry) >= 2
-                and isinstance(entry[1], str)
-                and entry[1].startswith(RATE_LIMIT_PREFIX)
-            ):
-                parsed = parse_rate_limit_reason(entry[1])
-                if parsed is not None:
-                    keys.add(parsed[0])
+            if len(entry) >= 2 and isinstance(entry[1], str):
+                key = bucket_of(entry[1])
+                if key is not None:
+                    keys.add(key)
     return frozenset(keys)

@@ -23,7 +23,8 @@ from typing import Final
 
 import msgspec
 
-from luxid.jobs.deps import StatusOf, bucket_capacity, check_dependencies
+from luxid.filters.ratelimit import bucket_limit
+from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
 from luxid.verdict import Verdict
 
@@ -156,8 +157,7 @@ def select_jobs(
         keys = _key_set(buckets_of(job))
         full = None
         for key in sorted(keys) if len(keys) > 1 else keys:
-            cap = bucket_capacity(key)
-            if cap is not None and bucket_running.get(key, 0) >= cap:
+            if bucket_running.get(key, 0) >= bucket_limit(key):
                 full = key
                 break
         if full is not None:

@@ -8,18 +8,17 @@ import msgspec
 import pytest
 
 from client import errors
+from luxid.filters.ratelimit import bucket_limit, parse_reason_rate_limit
 from luxid.jobs import (
     JOB_FIELDS,
     Job,
     add_log,
-    bucket_capacity,
     check_dependencies,
     finish_opcode,
     job_fields,
     mark_opcode_running,
     new_job,
     op_summary,
-    parse_rate_limit_reason,
     reason_buckets,
     register_summary_field,
     start_job,
@@ -97,19 +96,19 @@ def test_archived_dependencies_count_with_their_stored_status() -> None:
 
 
 def test_rate_limit_reason_parsing() -> None:
-    assert parse_rate_limit_reason("rate-limit:20:my label") == ("20:my label", 20)
-    assert parse_rate_limit_reason("rate-limit:21:my label") == ("21:my label", 21)
-    assert parse_rate_limit_reason(" rate-limit:20:my label") is None
-    assert parse_rate_limit_reason("rate-limit: 20:x") is None
-    assert parse_rate_limit_reason("rate-limit:0:x") is None
-    assert parse_rate_limit_reason("rate-limit:-1:x") is None
-    assert parse_rate_limit_reason("rate-limit:x:y") is None
-    assert parse_rate_limit_reason("rate-limit:3") == ("3", 3)
-    assert parse_rate_limit_reason("rate-limit:7:a:b") == ("7:a:b", 7)
-    assert parse_rate_limit_reason("ratelimit:3:x") is None
-    assert bucket_capacity("20:my label") == 20
-    assert bucket_capacity("3") == 3
-    assert bucket_capacity("x:3") is None
+    """The scheduler's buckets come from the filter core's parser (one parser, two users)."""
+    assert parse_reason_rate_limit("rate-limit:20:my label") == ("20:my label", 20)
+    assert parse_reason_rate_limit("rate-limit:21:my label") == ("21:my label", 21)
+    assert parse_reason_rate_limit(" rate-limit:20:my label") is None
+    assert parse_reason_rate_limit("rate-limit: 20:x") is None
+    assert parse_reason_rate_limit("rate-limit:0:x") is None
+    assert parse_reason_rate_limit("rate-limit:-1:x") is None
+    assert parse_reason_rate_limit("rate-limit:x:y") is None
+    assert parse_reason_rate_limit("rate-limit:3") == ("3", 3)
+    assert parse_reason_rate_limit("rate-limit:7:a:b") == ("7:a:b", 7)
+    assert parse_reason_rate_limit("ratelimit:3:x") is None
+    assert bucket_limit("20:my label") == 20
+    assert bucket_limit("3") == 3
 
 
 def test_reason_buckets_of_a_job() -> None:
