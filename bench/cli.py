@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This folder (first on sys.path) holds queue.py: put it last so the stdlib's queue wins;
+# _util is still found here.
+sys.path.append(sys.path.pop(0))
 
 from _util import BIN, daemon, summary
 

@@ -16,7 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This folder (first on sys.path) holds queue.py: put it last so the stdlib's queue wins;
+# _util is still found here.
+sys.path.append(sys.path.pop(0))
 
 from _util import daemon, summary
 
