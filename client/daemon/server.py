@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,37 @@ def peer_credentials(sock: socket.socket) -> PeerCred:
     """SO_PEERCRED of a connected Unix socket: who is really on the other end."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
     return PeerCred(*_PEERCRED.unpack(raw))
+
+
+async def _resume(coro: Coroutine[Any, None, None], waiting_on: Any) -> None:
+    """Drive a coroutine whose first step ran eagerly and stopped on `waiting_on`.
+
+    This is what asyncio's Task does for a coroutine it started itself: `waiting_on` is
+    the future the coroutine yielded (None for a bare yield); once it is done the
+    coroutine is resumed and reads the outcome itself.  A cancellation of this task
+    cancels that future, so the coroutine sees the CancelledError at its await; one that
+    arrives after the future completed is thrown into the coroutine.
+    """
+    while True:
+        try:
+            if waiting_on is None:
+                await asyncio.sleep(0)
+            else:
+                waiting_on._asyncio_future_blocking = False  # as Task.__step does
+                await waiting_on
+        except asyncio.CancelledError as exc:
+            if waiting_on is None or not waiting_on.cancelled():  # this task was cancelled
+                try:
+                    waiting_on = coro.throw(exc)
+                except StopIteration:
+                    return
+                continue
+        except Exception:
+            pass
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
 
 
 def _error_response(exc: RpcError, request_id: Any = None) -> dict[str, Any]:
@@ -141,7 +172,17 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def _submit(self, line: bytes) -> None:
-        task = asyncio.get_running_loop().create_task(self._answer(line))
+        """Answer a line: run it at once, and hand it to a task only if it has to wait.
+
+        Most calls (ping, reads, uncontended locks up to their journal write) finish or
+        reach their first real wait in this step, without a trip through the scheduler.
+        """
+        coro = self._answer(line)
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
+        task = asyncio.get_running_loop().create_task(_resume(coro, waiting_on))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         self._update_reading()
