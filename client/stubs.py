@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,8 @@ from client.protocol import Response, decode_response, encode
 _RECV = 256 * 1024
 # How long a stub keeps trying to reconnect to a daemon it was connected to (a restart).
 RECONNECT_WINDOW = 10.0
+# The longest timeout a socket accepts (threading.TIMEOUT_MAX bounds it on every platform).
+_MAX_SOCKET_TIMEOUT = threading.TIMEOUT_MAX
 # Pause between two tries of a call whose connection broke.
 _RETRY_PAUSE = 0.02
 
@@ -75,7 +78,9 @@ class _StubBase:
             own = params.get("timeout", spec.defaults.get("timeout"))
             if own is None:
                 return None
-            return self.timeout + max(0.0, float(own))
+            total = self.timeout + max(0.0, float(own))
+            # Beyond what a socket timeout can hold, waiting "forever" is the same answer.
+            return total if total < _MAX_SOCKET_TIMEOUT else None
         return self.timeout
 
     def _request(self, spec: MethodSpec, params: dict[str, Any]) -> tuple[int, bytes]:

@@ -356,3 +356,21 @@ def test_closing_connection_keeps_locks_while_process_lives(wconfd):
     other.close()
     watcher = client(wconfd, "w")
     assert all(c.name != "a" for c in watcher.list_clients())
+
+
+def test_huge_timeouts_are_accepted(wconfd):
+    a = client(wconfd, "a")
+    result = a.update_locks_waiting([["node/n1", "exclusive"]], timeout=1e300)
+    assert result.granted
+
+    async def blocked_then_granted():
+        b = AsyncWConfdClient(wconfd.socket, name="b")
+        wait = asyncio.ensure_future(b.update_locks_waiting([["node/n1", "shared"]], timeout=1e300))
+        await asyncio.sleep(0.1)
+        await asyncio.get_running_loop().run_in_executor(None, a.free_locks)
+        assert (await wait).granted
+        await b.close()
+
+    asyncio.run(blocked_then_granted())
+    with pytest.raises(errors.InvalidParams, match="timeout"):
+        a.update_locks_waiting([["node/n2", "exclusive"]], timeout=-1)
