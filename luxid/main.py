@@ -39,13 +39,6 @@ def main(argv: list[str] | None = None) -> int:
         help="how job processes start: forked from a warm zygote (default) or a fresh "
         "`python -m jobproc <id>` each",
     )
-    parser.add_argument(
-        "--sweep-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="period of the psutil sweep that backs pidfd watching of job processes (default 5)",
-    )
     args = parser.parse_args(argv)
     run_dir = paths.run_dir(args.run_dir)
 

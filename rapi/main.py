@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import ssl
 from pathlib import Path
 
@@ -14,7 +13,12 @@ from aiohttp import web
 from client import AsyncLuxiClient, AsyncWConfdClient, paths
 from client.cli.rapi_users import users_path
 from client.daemon import sdnotify
-from client.daemon.runner import install_event_loop_policy, setup_logging, wait_for_stop_signal
+from client.daemon.runner import (
+    add_log_level,
+    install_event_loop_policy,
+    setup_logging,
+    wait_for_stop_signal,
+)
 from rapi.app import make_app
 from rapi.auth import Authorizer, UsersFile
 from rapi.resources import Backend
@@ -59,12 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let clients without credentials read (writes always need a user with write)",
     )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("LW_LOG_LEVEL", "INFO"),
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="logging threshold (default INFO; INFO logs every request)",
-    )
+    add_log_level(parser, "; INFO logs every request")
     return parser
 
 

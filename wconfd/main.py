@@ -17,13 +17,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = daemon_parser(
         "lw-wconfd", "Lockwarden's configuration and lock daemon (JSON-RPC on a Unix socket)."
     )
-    parser.add_argument(
-        "--sweep-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="period of the psutil death sweep that backs pidfd watching (default 5)",
-    )
     args = parser.parse_args(argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:

@@ -62,12 +62,25 @@ def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="group owning the socket (mode 0660); default: the daemon's own group",
     )
     parser.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="period of the psutil sweep that backs pidfd watching of client or job "
+        "processes (default 5)",
+    )
+    add_log_level(parser)
+    return parser
+
+
+def add_log_level(parser: argparse.ArgumentParser, extra: str = "") -> None:
+    """The --log-level option every Lockwarden daemon takes ($LW_LOG_LEVEL by default)."""
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("LW_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="logging threshold (default INFO)",
+        help=f"logging threshold (default INFO{extra})",
     )
-    return parser
 
 
 def setup_logging(name: str, level: str) -> None:
