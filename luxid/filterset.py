@@ -16,7 +16,8 @@ from typing import Any
 
 from client.errors import FilterError
 from luxid.filters import FilterChain, FilterJob, FilterRule, rule_from_wire
-from luxid.jobs import Job, mark_canceled, reason_rejected
+from luxid.filters.ratelimit import rejected_result
+from luxid.jobs import Job, mark_canceled
 from luxid.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class RuleSnapshot:
             return job
         verdict = self.chain().verdict(filter_job(job))
         if verdict is not None and verdict.action == "REJECT":
-            return mark_canceled(job, now, reason_rejected(verdict.rule_uuid))
+            return mark_canceled(job, now, rejected_result(verdict.rule_uuid))
         return job
 
 

@@ -29,6 +29,7 @@ from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode
 from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.daemon.server import Connection
+from luxid.filters.ratelimit import paused_reason
 from luxid.filterset import FilterSet, RuleSnapshot
 from luxid.jobs import (
     Job,
@@ -44,7 +45,6 @@ from luxid.jobs import (
     new_job,
     pause_job,
     process_exited,
-    reason_paused,
     select_jobs,
     set_pending_reason,
     start_job,
@@ -474,7 +474,7 @@ class Queue:
             changed.append(fail_job(jobs[job_id], now, message))
         for job_id in pause:
             verdict = self.filters.verdict(jobs[job_id])
-            reason = reason_paused(verdict.rule_uuid) if verdict is not None else None
+            reason = paused_reason(verdict.rule_uuid) if verdict is not None else None
             changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
         for job_id in unpause:
             if active_op_index(jobs[job_id]) is not None:  # not told to stop yet

@@ -56,10 +56,6 @@ from luxid.jobs.model import (
 from luxid.jobs.scheduler import (
     REASON_MAX_RUNNING,
     Selection,
-    reason_bucket_full,
-    reason_paused,
-    reason_rate_limited,
-    reason_rejected,
     select_jobs,
 )
 from luxid.jobs.transitions import (
@@ -130,11 +126,7 @@ __all__ = [
     "op_summary",
     "pause_job",
     "process_exited",
-    "reason_bucket_full",
     "reason_buckets",
-    "reason_paused",
-    "reason_rate_limited",
-    "reason_rejected",
     "register_summary_field",
     "requeue_opcode",
     "resolve_dependency",

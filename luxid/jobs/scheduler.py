@@ -23,7 +23,7 @@ from typing import Final
 
 import msgspec
 
-from luxid.filters.ratelimit import bucket_limit
+from luxid.filters.ratelimit import Admission, paused_reason, rejected_result
 from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
 from luxid.verdict import Verdict
@@ -32,30 +32,6 @@ VerdictOf = Callable[[Job], Verdict | None]
 BucketsOf = Callable[[Job], Iterable[str]]
 
 REASON_MAX_RUNNING: Final = "max running jobs reached"
-
-
-def reason_paused(rule_uuid: str) -> str:
-    """Pending reason of a job a PAUSE rule applies to."""
-    return f"paused by filter {rule_uuid}"
-
-
-def reason_rate_limited(rule_uuid: str) -> str:
-    """Pending reason of a job held by a full RATE_LIMIT rule."""
-    return f"rate-limited by filter {rule_uuid}"
-
-
-def reason_bucket_full(key: str) -> str:
-    """Pending reason of a job whose reason-trail bucket is full."""
-    return f"rate-limit bucket {key} full"
-
-
-def reason_rejected(rule_uuid: str) -> str:
-    """Result of a job a REJECT rule applies to (it is canceled)."""
-    return f"rejected by filter {rule_uuid}"
-
-
-def _key_set(keys: Iterable[str]) -> frozenset[str] | set[str]:
-    return keys if isinstance(keys, set | frozenset) else set(keys)
 
 
 class Selection(msgspec.Struct, frozen=True):
@@ -96,26 +72,21 @@ def select_jobs(
     archived ones included, None if unknown (for dependencies).
 
     Eligible jobs are taken in (priority, id) order; each starts unless a PAUSE rule
-    applies, its RATE_LIMIT rule already has n running jobs, one of its buckets already
+    applies, one of its buckets already has n running jobs, its RATE_LIMIT rule already
     has n running jobs, or max_running_jobs are running — counting the jobs started
-    earlier in this pass.
+    earlier in this pass (slot accounting: luxid.filters.ratelimit.Admission).
     """
-    rule_running: dict[str, int] = {}
-    bucket_running: dict[str, int] = {}
+    slots = Admission()
     pause: list[int] = []
     unpause: list[int] = []
     for job in running:
         verdict = verdict_of(job)
         finalized = job_status(job) in FINALIZED
-        if verdict is not None:
-            if verdict.action == "RATE_LIMIT":
-                rule_running[verdict.rule_uuid] = rule_running.get(verdict.rule_uuid, 0) + 1
-            elif verdict.action == "PAUSE" and not job.paused and not finalized:
-                pause.append(job.id)
+        if verdict is not None and verdict.action == "PAUSE" and not job.paused and not finalized:
+            pause.append(job.id)
         if job.paused and not finalized and (verdict is None or verdict.action != "PAUSE"):
             unpause.append(job.id)
-        for key in _key_set(buckets_of(job)):
-            bucket_running[key] = bucket_running.get(key, 0) + 1
+        slots.occupy(verdict, buckets_of(job))
 
     cancel: list[tuple[int, str]] = []
     fail: list[tuple[int, str]] = []
@@ -126,7 +97,7 @@ def select_jobs(
             continue
         verdict = verdict_of(job)
         if verdict is not None and verdict.action == "REJECT":
-            cancel.append((job.id, reason_rejected(verdict.rule_uuid)))
+            cancel.append((job.id, rejected_result(verdict.rule_uuid)))
             continue
         if job.depends:
             dep = check_dependencies(job, status_of)
@@ -140,7 +111,7 @@ def select_jobs(
                 fail.append((job.id, dep.message))
                 continue
         if verdict is not None and verdict.action == "PAUSE":
-            pending[job.id] = reason_paused(verdict.rule_uuid)
+            pending[job.id] = paused_reason(verdict.rule_uuid)
             continue
         candidates.append((job_priority(job), job.id, job, verdict))
 
@@ -148,31 +119,15 @@ def select_jobs(
     free_slots = max_running_jobs - len(running)
     start: list[int] = []
     for _prio, jid, job, verdict in candidates:
-        rule = None
-        if verdict is not None and verdict.action == "RATE_LIMIT":
-            rule = verdict.rule_uuid
-            if rule_running.get(rule, 0) >= verdict.rate_limit:
-                pending[jid] = reason_rate_limited(rule)
-                continue
-        keys = _key_set(buckets_of(job))
-        full = None
-        for key in sorted(keys) if len(keys) > 1 else keys:
-            if bucket_running.get(key, 0) >= bucket_limit(key):
-                full = key
-                break
-        if full is not None:
-            pending[jid] = reason_bucket_full(full)
-            continue
-        if free_slots <= 0:
-            pending[jid] = REASON_MAX_RUNNING
-            continue
-        free_slots -= 1
-        start.append(jid)
-        pending[jid] = None
-        if rule is not None:
-            rule_running[rule] = rule_running.get(rule, 0) + 1
-        for key in keys:
-            bucket_running[key] = bucket_running.get(key, 0) + 1
+        buckets = tuple(buckets_of(job))
+        reason = slots.hold_reason(verdict, buckets)
+        if reason is None and free_slots <= 0:
+            reason = REASON_MAX_RUNNING
+        pending[jid] = reason
+        if reason is None:
+            free_slots -= 1
+            start.append(jid)
+            slots.occupy(verdict, buckets)
 
     return Selection(
         start=start, cancel=cancel, fail=fail, pause=pause, unpause=unpause, pending=pending
