@@ -167,6 +167,7 @@ class Queue:
         fresh = [job.id for job in stored if not is_finalized(job)]
         self._unfinished.update(fresh)
         self.request_pass(new=fresh)
+        self._place_new_jobs()
         return stored
 
     async def set_drained(self, flag: bool) -> None:
@@ -407,6 +408,15 @@ class Queue:
                 self._pass_handle = loop.call_later(wait, self._run_pass)
             else:
                 self._pass_handle = loop.call_soon(self._run_pass)
+
+    def _place_new_jobs(self) -> None:
+        """Run the pass over just-submitted jobs now, so that a submit is answered only
+        once its jobs have started or have their pending_reason (SPEC §6.1)."""
+        max_running = self.max_running_jobs
+        if max_running is None or not self._pass_new:
+            return
+        new, self._pass_new = self._pass_new, set()
+        self._select(False, new, max_running)
 
     def _run_pass(self) -> None:
         self._pass_handle = None
