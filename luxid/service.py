@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from client import __version__, errors
-from client.api.common import VersionInfo
+from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo
+from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
-from client.protocol import PROTOCOL_VERSION
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.config import ConfigLink
 from luxid.filters import FILTER_FIELDS, filter_row, rule_from_wire
@@ -34,20 +33,12 @@ def check_job(ops: list[Opcode]) -> None:
                 register_summary_field(op_id, field)
 
 
-class LuxidService:
+class LuxidService(CommonMethods):
     """Implements client.api.luxi.LuxiApi over a Queue and a ConfigLink."""
 
     def __init__(self, queue: Queue, config: ConfigLink) -> None:
         self.queue = queue
         self.config = config
-
-    # -- common ------------------------------------------------------------------------
-
-    async def ping(self, conn: Connection) -> str:
-        return "pong"
-
-    async def version(self, conn: Connection) -> VersionInfo:
-        return VersionInfo(version=__version__, protocol=PROTOCOL_VERSION)
 
     # -- jobs --------------------------------------------------------------------------
 

@@ -13,14 +13,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from client import __version__
-from client.api.common import VersionInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo
+from client.daemon.common import CommonMethods
 from client.daemon.procwatch import is_alive
 from client.daemon.runner import StartupError
 from client.daemon.server import Connection
-from client.protocol import PROTOCOL_VERSION
 from wconfd.clients import ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigMethods
 from wconfd.durable import DurableState, HeldLocks, Record, Snapshot
@@ -32,7 +30,7 @@ from wconfd.storage.store import LocalStore, recover
 log = logging.getLogger(__name__)
 
 
-class WConfdService(LockMethods, ConfigMethods):
+class WConfdService(CommonMethods, LockMethods, ConfigMethods):
     """Implements WConfdApi; `guard` refuses calls before identify."""
 
     def __init__(self, state_dir: Path, sweep_interval: float = 5.0) -> None:
@@ -132,14 +130,6 @@ class WConfdService(LockMethods, ConfigMethods):
         self.release_owner(client_id)
         if self.state.reservations.count(client_id):
             self.spawn(self.drop_reservations(client_id))
-
-    # -- common ------------------------------------------------------------------------
-
-    async def ping(self, conn: Connection) -> str:
-        return "pong"
-
-    async def version(self, conn: Connection) -> VersionInfo:
-        return VersionInfo(version=__version__, protocol=PROTOCOL_VERSION)
 
     # -- identification ----------------------------------------------------------------
 
