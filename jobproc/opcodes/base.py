@@ -11,6 +11,7 @@ registry for submit-time validation.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import msgspec
@@ -82,7 +83,7 @@ class OpParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 P = TypeVar("P", bound=OpParams)
 
 
-class OpCode(Generic[P]):
+class OpCode(ABC, Generic[P]):
     """One kind of operation: its OP_ID, its Params Struct, its locks and its execution.
 
     The job process builds ``op = cls(params)``, acquires ``op.locks(params, config)``
@@ -102,13 +103,13 @@ class OpCode(Generic[P]):
     def __init__(self, params: P) -> None:
         self.params = params
 
+    @abstractmethod
     def locks(self, params: P, config: ConfigReader) -> LockPlan:
         """The locks this opcode needs; `params` is `self.params`, passed per SPEC §7."""
-        raise NotImplementedError
 
+    @abstractmethod
     def execute(self, ctx: OpContext) -> Any:
         """Do the work with the locks held; returns the opcode's result."""
-        raise NotImplementedError
 
     @classmethod
     def summary(cls, params: OpParams) -> str:
