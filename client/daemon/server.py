@@ -48,6 +48,10 @@ def peer_credentials(sock: socket.socket) -> PeerCred:
     return PeerCred(*_PEERCRED.unpack(raw))
 
 
+# Python 3.12+ runs tasks eagerly when the loop's task factory says so (runner.py sets it).
+_EAGER_TASKS = hasattr(asyncio, "eager_task_factory")
+
+
 async def _resume(coro: Coroutine[Any, None, None], waiting_on: Any) -> None:
     """Drive a coroutine whose first step ran eagerly and stopped on `waiting_on`.
 
@@ -172,17 +176,26 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def _submit(self, line: bytes) -> None:
-        """Answer a line: run it at once, and hand it to a task only if it has to wait.
+        """Answer a line: run it at once, and keep a task only if it has to wait.
 
         Most calls (ping, reads, uncontended locks up to their journal write) finish or
         reach their first real wait in this step, without a trip through the scheduler.
+        Python 3.12+ does this itself with eager tasks (the runner installs the factory,
+        and they run as the current task, which asyncio.timeout needs); on 3.11 the first
+        step is taken here and `_resume` drives the rest.
         """
         coro = self._answer(line)
-        try:
-            waiting_on = coro.send(None)
-        except StopIteration:
-            return
-        task = asyncio.get_running_loop().create_task(_resume(coro, waiting_on))
+        loop = asyncio.get_running_loop()
+        if _EAGER_TASKS:
+            task = loop.create_task(coro)
+            if task.done():
+                return
+        else:
+            try:
+                waiting_on = coro.send(None)
+            except StopIteration:
+                return
+            task = loop.create_task(_resume(coro, waiting_on))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         self._update_reading()
