@@ -19,7 +19,7 @@ from typing import IO
 
 from client import paths
 from client.daemon import sdnotify
-from client.daemon.server import RpcServer
+from client.daemon.server import RpcServer, install_eager_tasks
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -142,11 +142,9 @@ async def wait_for_stop_signal() -> None:
 
 
 async def _with_eager_tasks(main: Awaitable[None]) -> None:
-    """Run request tasks eagerly where Python offers it (3.12+): most calls then finish
-    without a trip through the scheduler."""
-    factory = getattr(asyncio, "eager_task_factory", None)
-    if factory is not None:
-        asyncio.get_running_loop().set_task_factory(factory)
+    """Run tasks eagerly where Python offers it (3.12+): most calls then finish without
+    a trip through the scheduler."""
+    install_eager_tasks(asyncio.get_running_loop())
     await main
 
 

@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import struct
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,23 @@ def peer_credentials(sock: socket.socket) -> PeerCred:
     return PeerCred(*_PEERCRED.unpack(raw))
 
 
-# Python 3.12+ runs tasks eagerly when the loop's task factory says so (runner.py sets it).
-_EAGER_TASKS = hasattr(asyncio, "eager_task_factory")
+# Python 3.12+ can start tasks eagerly (install_eager_tasks); 3.11 cannot.
+_EAGER_TASKS = sys.version_info >= (3, 12)
+
+
+def _eager_task_factory(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+) -> asyncio.Task[Any]:
+    """asyncio's eager task factory, also for uvloop, which passes an `eager_start`
+    argument of its own that the stdlib factory refuses."""
+    kwargs["eager_start"] = True
+    return asyncio.Task(coro, loop=loop, **kwargs)
+
+
+def install_eager_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Make the loop start tasks eagerly (Python 3.12+; a no-op before)."""
+    if _EAGER_TASKS:
+        loop.set_task_factory(_eager_task_factory)  # type: ignore[arg-type]
 
 
 async def _resume(coro: Coroutine[Any, None, None], waiting_on: Any) -> None:
@@ -180,9 +196,9 @@ class Connection(asyncio.Protocol):
 
         Most calls (ping, reads, uncontended locks up to their journal write) finish or
         reach their first real wait in this step, without a trip through the scheduler.
-        Python 3.12+ does this itself with eager tasks (the runner installs the factory,
-        and they run as the current task, which asyncio.timeout needs); on 3.11 the first
-        step is taken here and `_resume` drives the rest.
+        Python 3.12+ does this itself with eager tasks (`install_eager_tasks`; they run
+        as the current task, which asyncio.timeout needs); on 3.11 the first step is
+        taken here and `_resume` drives the rest.
         """
         coro = self._answer(line)
         loop = asyncio.get_running_loop()
