@@ -220,21 +220,9 @@ class LockManager:
     def try_update(self, owner: str, request: Any, priority: int = 0) -> Update:
         """`try_update_locks`: apply `request` atomically now, or change nothing and return
         the blockers (held locks, and rule 5's earlier conflicting waiters)."""
-        pairs = parse_request(request)
-        check_priority(priority)
-        if owner in self._pending or owner in self._opp:
-            raise _pending_error(owner)
-        alloc = self._alloc
-        alloc.check_order(owner, pairs)
-        wants = alloc.wants(owner, pairs)
-        if wants:
-            found = alloc.blockers(owner, wants)
-            if self._pending:
-                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
-            if found:
-                return Update(
-                    applied=False, pending=False, blockers=sorted(found), effects=Effects()
-                )
+        pairs, _, found = self._checked(owner, request, priority)
+        if found:
+            return Update(applied=False, pending=False, blockers=sorted(found), effects=Effects())
         return self._apply_now(owner, pairs)
 
     def update_waiting(
@@ -243,31 +231,19 @@ class LockManager:
         """`update_locks_waiting`: like try_update, but a blocked request is queued
         (pending=True) and granted later by some operation's `Effects.granted`.
         DeadlockError (nothing changed) if queueing it would close a wait-for cycle."""
-        pairs = parse_request(request)
-        check_priority(priority)
-        if owner in self._pending or owner in self._opp:
-            raise _pending_error(owner)
-        alloc = self._alloc
-        alloc.check_order(owner, pairs)
-        wants = alloc.wants(owner, pairs)
-        if wants:
-            found = alloc.blockers(owner, wants)
-            if self._pending:
-                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
-            if found:
-                req = _Request(owner, pairs, wants, priority, self._seq + 1, since)
-                self._enqueue(req)
-                cycle = self._cycle_through(owner)
-                if cycle is not None:
-                    self._dequeue(req)
-                    raise DeadlockError(
-                        "waiting would close a cycle in the wait-for graph: " + " -> ".join(cycle),
-                        {"cycle": cycle},
-                    )
-                self._seq += 1
-                return Update(
-                    applied=False, pending=True, blockers=sorted(found), effects=Effects()
+        pairs, wants, found = self._checked(owner, request, priority)
+        if found:
+            req = _Request(owner, pairs, wants, priority, self._seq + 1, since)
+            self._enqueue(req)
+            cycle = self._cycle_through(owner)
+            if cycle is not None:
+                self._dequeue(req)
+                raise DeadlockError(
+                    "waiting would close a cycle in the wait-for graph: " + " -> ".join(cycle),
+                    {"cycle": cycle},
                 )
+            self._seq += 1
+            return Update(applied=False, pending=True, blockers=sorted(found), effects=Effects())
         return self._apply_now(owner, pairs)
 
     def withdraw(self, owner: str) -> Update:
@@ -401,6 +377,25 @@ class LockManager:
         return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=Effects())
 
     # -- internals -------------------------------------------------------------------------
+
+    def _checked(
+        self, owner: str, request: Any, priority: int
+    ) -> tuple[list[Pair], list[Pair], set[str]]:
+        """Validate a request (rules 1-4) and find who blocks it now: its pairs, the ones
+        that strengthen what `owner` holds, and the blockers (held locks and rule 5)."""
+        pairs = parse_request(request)
+        check_priority(priority)
+        if owner in self._pending or owner in self._opp:
+            raise _pending_error(owner)
+        alloc = self._alloc
+        alloc.check_order(owner, pairs)
+        wants = alloc.wants(owner, pairs)
+        found: set[str] = set()
+        if wants:
+            found = alloc.blockers(owner, wants)
+            if self._pending:
+                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
+        return pairs, wants, found
 
     def _apply_now(self, owner: str, pairs: list[Pair]) -> Update:
         """Apply an unblocked request and settle the queue if it released anything."""
