@@ -91,47 +91,39 @@ class HolderIndex:
             if excl:
                 _decrement(self.lvl_excl[lock.level], owner)
 
+    def _conflicting_index(self, mode: str) -> tuple[Any, Any]:
+        """The per-lock and per-level indexes of the entries `mode` conflicts with:
+        exclusive conflicts with any entry, shared only with exclusive ones."""
+        if mode == EXCLUSIVE:
+            return self.holders, self.lvl_any
+        return self.excl, self.lvl_excl
+
     def add_conflicts(self, lock: Lock, mode: str, out: set[str]) -> None:
         """Add to `out` every owner with an entry conflicting with (lock, mode) under §4.2.
 
         The asker itself may be added too (it never conflicts with itself): callers discard
         it once after collecting all pairs.
         """
-        if mode == EXCLUSIVE:
-            holders = self.holders.get(lock.name)
-            if holders:
-                out.update(holders)
-            if lock.is_set:
-                out.update(self.lvl_any[lock.level])
-            else:
-                holders = self.holders.get(lock.lockset)
-                if holders:
-                    out.update(holders)
+        by_name, by_level = self._conflicting_index(mode)
+        owners = by_name.get(lock.name)
+        if owners:
+            out.update(owners)
+        if lock.is_set:
+            out.update(by_level[lock.level])
         else:
-            owners = self.excl.get(lock.name)
+            owners = by_name.get(lock.lockset)
             if owners:
                 out.update(owners)
-            if lock.is_set:
-                out.update(self.lvl_excl[lock.level])
-            else:
-                owners = self.excl.get(lock.lockset)
-                if owners:
-                    out.update(owners)
 
     def any_conflict(self, owner: str, lock: Lock, mode: str) -> bool:
         """Whether any owner other than `owner` has an entry conflicting with (lock, mode).
         O(1): only the sizes of the index entries are looked at."""
-        if mode == EXCLUSIVE:
-            if _others(self.holders.get(lock.name), owner):
-                return True
-            if lock.is_set:
-                return _others(self.lvl_any[lock.level], owner)
-            return _others(self.holders.get(lock.lockset), owner)
-        if _others(self.excl.get(lock.name), owner):
+        by_name, by_level = self._conflicting_index(mode)
+        if _others(by_name.get(lock.name), owner):
             return True
         if lock.is_set:
-            return _others(self.lvl_excl[lock.level], owner)
-        return _others(self.excl.get(lock.lockset), owner)
+            return _others(by_level[lock.level], owner)
+        return _others(by_name.get(lock.lockset), owner)
 
     def conflicts_with(self, other: str, lock: Lock, mode: str) -> bool:
         """Whether `other`'s entries conflict with (lock, mode) asked by someone else."""
