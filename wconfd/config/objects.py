@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
+from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL, DEFAULT_VCPU_RATIO
 from client.errors import InvalidParams
 
 Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
@@ -52,8 +53,6 @@ DiskMode: TypeAlias = Literal["rw", "ro"]
 DEFAULT_CLUSTER_NAME: Final = "lockwarden"
 DEFAULT_GROUP_NAME: Final = "default"
 DOCUMENT_VERSION: Final = 1
-DEFAULT_MTOTAL: Final = 65536  # MiB of memory for instances on a node (SPEC §7.1)
-DEFAULT_CTOTAL: Final = 32  # physical CPUs of a node
 
 
 class _Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -93,7 +92,7 @@ class IPolicy(_Base, frozen=True, kw_only=True, rename="kebab"):
     minmax: tuple[MinMaxISpecs, ...] = (MinMaxISpecs(),)
     std: ISpec = ISpec()
     disk_templates: tuple[str, ...] = DISK_TEMPLATES
-    vcpu_ratio: float = 4.0
+    vcpu_ratio: float = DEFAULT_VCPU_RATIO
     spindle_ratio: float = 32.0
 
 
