@@ -151,7 +151,7 @@ def no_room_message(
     eligible = [r for r in candidates if r.eligible and r.uuid not in skip]
     head = f"no node has room for {instance}: {_needs(memory, vcpus)}"
     if not eligible:
-        return f"{head}; no other online, non-drained, vm_capable node"
+        return f"{head}; no online, non-drained, vm_capable node can take it"
     best = min(eligible, key=lambda r: (-r.mfree, r.name))
     return f"{head}; most free: {_short(best, memory)}"
 

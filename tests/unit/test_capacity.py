@@ -137,7 +137,7 @@ def test_messages_say_what_is_short_and_where_the_most_room_is() -> None:
         "most free: node1 with 65536 MiB but 1 free CPUs"
     )
     assert no_room_message("db", 10, 1, current.values(), exclude=["1", "3"]).endswith(
-        "no other online, non-drained, vm_capable node"
+        "no online, non-drained, vm_capable node can take it"
     )
 
 
