@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client import AsyncLuxiClient, AsyncWConfdClient, __version__, errors
-from client.cli.configview import ConfigView
+from client.configview import ConfigView
 
 RAPI_VERSION = 2
 # Ganeti's /2/jobs/[id]/wait gives a job up to 10 s to change before answering null.
