@@ -300,7 +300,7 @@ def _instance_commands(b: _Builder, sub: Any) -> None:
         help="a disk of SIZE (MiB, or 10G); repeat for more disks",
     )
     add.add_argument(
-        "-n", "--node", metavar="NODE", help="primary node (default: the least loaded)"
+        "-n", "--node", metavar="NODE", help="primary node (default: the one with the most free memory)"
     )
     add.add_argument("--nics", type=_non_negative_int, default=1, metavar="N", help="NICs")
     b.leaf(
