@@ -20,35 +20,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack
-from test_rapi import ADMIN, READER, Rapi, self_signed, write_users
+from test_jobproc_opcodes import fail as fails
+from test_jobproc_opcodes import run as ok
+from test_rapi import Rapi, self_signed
+from test_rapi import stack as stack  # the fixture: wconfd + luxid, with RAPI users
 
 pytestmark = pytest.mark.timeout(180)
 
 LW = str(Path(sys.executable).parent / "lw")
-
-
-@pytest.fixture
-def stack(daemon_factory: Any) -> Any:
-    s = Stack(daemon_factory)
-    write_users(s.wconfd.state_dir, (*ADMIN, True), (*READER, False))
-    yield s
-    s.close()
-
-
-def ok(stack: Stack, *ops: dict[str, Any]) -> list[Any]:
-    """Submit a job, expect success; its opcode results."""
-    job_id = stack.submit(*ops)
-    status = stack.wait_final(job_id)
-    result = stack.field(job_id, "opresult")
-    assert status == "success", result
-    return list(result)
-
-
-def fails(stack: Stack, op: dict[str, Any]) -> str:
-    """Submit a one-opcode job, expect error; its message."""
-    job_id = stack.submit(op)
-    assert stack.wait_final(job_id) == "error"
-    return str(stack.field(job_id, "opresult")[0])
 
 
 def lw(stack: Stack, *args: str) -> str:

@@ -4,7 +4,7 @@ node eligibility and room (the placement rule of SPEC §7.1, from `client.capaci
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.capacity import (
@@ -25,7 +25,7 @@ from jobproc.opcodes.errors import (
     OpExecError,
     OpPrereqError,
 )
-from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, lock
+from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 
 
 def get_or_fail(config: ConfigReader, kind: str, key: str) -> ConfigObject:
@@ -114,6 +114,12 @@ def nodes_phase(config: ConfigReader, instance_name: str, *, res: bool) -> LockP
     names = [node_name(config, n) for n in instance_nodes(inst)]
     levels = ("node", "node-res") if res else ("node",)
     return LockPhase.of((lock(lv, n), EXCLUSIVE) for n in names for lv in levels)
+
+
+def instance_plan(name: str, then: Callable[[ConfigReader], LockPhase]) -> LockPlan:
+    """instance/<name> exclusive, then (phase 1, read under that lock) what `then` gives:
+    the two phases of Ganeti's DeclareLocks for an opcode on one instance."""
+    return LockPlan(phases=(LockPhase.of([(lock("instance", name), EXCLUSIVE)]), then))
 
 
 def uses_room(instance: ConfigObject) -> tuple[int, int]:

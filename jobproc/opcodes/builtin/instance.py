@@ -21,6 +21,7 @@ from jobproc.opcodes.builtin._common import (
     exists,
     get_or_fail,
     instance_nodes,
+    instance_plan,
     node_lock_name,
     nodes_phase,
     place,
@@ -141,10 +142,7 @@ class InstanceRemove(OpCode[InstanceRemoveParams]):
     def locks(self, params: InstanceRemoveParams, config: ConfigReader) -> LockPlan:
         """instance/<name> ex, then (phase 1) node/<n> ex for each of its nodes."""
         name = params.instance_name
-        return LockPlan(phases=(
-            LockPhase.of([(lock("instance", name), EXCLUSIVE)]),
-            lambda cfg: nodes_phase(cfg, name, res=False),
-        ))
+        return instance_plan(name, lambda cfg: nodes_phase(cfg, name, res=False))
 
     def execute(self, ctx: OpContext) -> None:
         """Remove the instance."""
@@ -176,10 +174,7 @@ class InstanceReplaceDisks(OpCode[InstanceReplaceDisksParams]):
     def locks(self, params: InstanceReplaceDisksParams, config: ConfigReader) -> LockPlan:
         """instance/<name> ex, then (phase 1) its nodes and their node-res ex."""
         name = params.instance_name
-        return LockPlan(phases=(
-            LockPhase.of([(lock("instance", name), EXCLUSIVE)]),
-            lambda cfg: nodes_phase(cfg, name, res=True),
-        ))
+        return instance_plan(name, lambda cfg: nodes_phase(cfg, name, res=True))
 
     def execute(self, ctx: OpContext) -> None:
         """Pick the nodes for the mode, check them, log and wait."""

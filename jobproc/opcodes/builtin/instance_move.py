@@ -22,6 +22,7 @@ from jobproc.opcodes.builtin._common import (
     check_eligible,
     check_room,
     get_or_fail,
+    instance_plan,
     node_lock_name,
     node_name,
     place,
@@ -62,10 +63,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
 
     def locks(self, params: InstanceMoveParams, config: ConfigReader) -> LockPlan:
         """instance/<name> ex, then (phase 1) the source and target nodes ex."""
-        return LockPlan(phases=(
-            LockPhase.of([(lock("instance", params.instance_name), EXCLUSIVE)]),
-            self._nodes,
-        ))  # fmt: skip
+        return instance_plan(params.instance_name, self._nodes)
 
     def _nodes(self, config: ConfigReader) -> LockPhase:
         """Phase 1: find source and target under the instance lock."""

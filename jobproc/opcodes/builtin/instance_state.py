@@ -11,9 +11,11 @@ node-res lock, so creations and startups on one node are serialised too.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 from jobproc.opcodes.base import Name, OpCode, OpParams
-from jobproc.opcodes.builtin._common import check_room, get_or_fail, node_name
-from jobproc.opcodes.context import ConfigReader, OpContext
+from jobproc.opcodes.builtin._common import check_room, get_or_fail, instance_plan, node_name
+from jobproc.opcodes.context import ConfigObject, ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_STATE, OpPrereqError
 from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockMode, LockPhase, LockPlan, lock
 
@@ -24,81 +26,80 @@ class InstanceStateParams(OpParams):
     instance_name: Name
 
 
-def _primary_phase(config: ConfigReader, instance: str, *, res: bool) -> LockPhase:
-    """node/<primary> shared (and node-res/<primary> exclusive if `res`)."""
-    inst = get_or_fail(config, "instance", instance)
-    primary = node_name(config, str(inst["primary_node"]))
-    locks: list[tuple[str, LockMode]] = [(lock("node", primary), SHARED)]
-    if res:
-        locks.append((lock("node-res", primary), EXCLUSIVE))
-    return LockPhase.of(locks)
+class _InstanceStateChange(OpCode[InstanceStateParams]):
+    """Set an instance's admin_state to `STATE`; result null.
 
-
-class InstanceStartup(OpCode[InstanceStateParams]):
-    """Bring a `down` instance up on its primary node if it has room; result null.
-
-    Starting a running instance does nothing (as Ganeti); an `offline` instance, or one
-    whose primary node is offline, cannot start (OpPrereqError).
+    Nothing happens if it is in that state already (as Ganeti); an `offline` instance
+    can be neither started nor stopped (OpPrereqError).
     """
 
-    OP_ID = "OP_INSTANCE_STARTUP"
     Params = InstanceStateParams
     SUMMARY_FIELD = "instance_name"
+    STATE: ClassVar[Literal["up", "down"]]
+    VERB: ClassVar[str]  # "start", "stop"
+    DONE: ClassVar[str]  # the state in words: "running", "stopped"
+    PAST: ClassVar[str]  # the change in words: "started", "stopped"
+    NODE_RES: ClassVar[bool]  # take node-res/<primary> exclusively
 
     def locks(self, params: InstanceStateParams, config: ConfigReader) -> LockPlan:
-        """instance/<name> ex, then node/<primary> shared and node-res/<primary> ex."""
-        name = params.instance_name
-        return LockPlan(phases=(
-            LockPhase.of([(lock("instance", name), EXCLUSIVE)]),
-            lambda cfg: _primary_phase(cfg, name, res=True),
-        ))  # fmt: skip
+        """instance/<name> ex, then node/<primary> shared (and node-res/<primary> ex)."""
+        return instance_plan(params.instance_name, self._primary)
+
+    def _primary(self, config: ConfigReader) -> LockPhase:
+        inst = get_or_fail(config, "instance", self.params.instance_name)
+        primary = node_name(config, str(inst["primary_node"]))
+        locks: list[tuple[str, LockMode]] = [(lock("node", primary), SHARED)]
+        if self.NODE_RES:
+            locks.append((lock("node-res", primary), EXCLUSIVE))
+        return LockPhase.of(locks)
 
     def execute(self, ctx: OpContext) -> None:
-        """Check state, node and room; set admin_state up."""
+        """Check the state (and what `check` asks), then write the new admin_state."""
         inst = get_or_fail(ctx, "instance", self.params.instance_name)
         name = str(inst["name"])
-        if inst.get("admin_state") == "up":
-            ctx.log(f"Instance {name!r} is already running")
+        if inst.get("admin_state") == self.STATE:
+            ctx.log(f"Instance {name!r} is already {self.DONE}")
             return
         if inst.get("admin_state") == "offline":
-            raise OpPrereqError(f"instance {name!r} is offline; cannot start it", ECODE_STATE)
+            raise OpPrereqError(
+                f"instance {name!r} is offline; cannot {self.VERB} it", ECODE_STATE
+            )
+        self.check(ctx, inst)
+        ctx.update_object("instance", {**inst, "admin_state": self.STATE})
+        ctx.log(f"Instance {name!r} {self.PAST} on node "
+                f"{node_name(ctx, str(inst['primary_node']))!r}")  # fmt: skip
+
+    def check(self, ctx: OpContext, inst: ConfigObject) -> None:
+        """What else must hold before the change (nothing by default)."""
+
+
+class InstanceStartup(_InstanceStateChange):
+    """Bring a `down` instance up on its primary node if the node is online and has room."""
+
+    OP_ID = "OP_INSTANCE_STARTUP"
+    STATE = "up"
+    VERB = "start"
+    DONE = "running"
+    PAST = "started"
+    NODE_RES = True
+
+    def check(self, ctx: OpContext, inst: ConfigObject) -> None:
+        """The primary node is online and has room for the instance (SPEC §7.1)."""
         node = get_or_fail(ctx, "node", str(inst["primary_node"]))
         if node.get("offline"):
             raise OpPrereqError(
-                f"node {node['name']!r} is offline; cannot start instance {name!r} on it",
+                f"node {node['name']!r} is offline; cannot start instance {inst['name']!r} on it",
                 ECODE_STATE,
             )
-        check_room(ctx, node, name, int(inst["memory"]), int(inst["vcpus"]))
-        ctx.update_object("instance", {**inst, "admin_state": "up"})
-        ctx.log(f"Instance {name!r} started on node {node['name']!r}")
+        check_room(ctx, node, str(inst["name"]), int(inst["memory"]), int(inst["vcpus"]))
 
 
-class InstanceShutdown(OpCode[InstanceStateParams]):
-    """Stop an instance (admin_state down), freeing its room; result null.
-
-    Stopping a stopped instance does nothing; an `offline` one cannot be stopped.
-    """
+class InstanceShutdown(_InstanceStateChange):
+    """Stop an instance (admin_state down), freeing its room (SPEC §12.4)."""
 
     OP_ID = "OP_INSTANCE_SHUTDOWN"
-    Params = InstanceStateParams
-    SUMMARY_FIELD = "instance_name"
-
-    def locks(self, params: InstanceStateParams, config: ConfigReader) -> LockPlan:
-        """instance/<name> ex, then its primary node shared (SPEC §12.4)."""
-        name = params.instance_name
-        return LockPlan(phases=(
-            LockPhase.of([(lock("instance", name), EXCLUSIVE)]),
-            lambda cfg: _primary_phase(cfg, name, res=False),
-        ))  # fmt: skip
-
-    def execute(self, ctx: OpContext) -> None:
-        """Set admin_state down."""
-        inst = get_or_fail(ctx, "instance", self.params.instance_name)
-        name = str(inst["name"])
-        if inst.get("admin_state") == "down":
-            ctx.log(f"Instance {name!r} is already stopped")
-            return
-        if inst.get("admin_state") == "offline":
-            raise OpPrereqError(f"instance {name!r} is offline; cannot stop it", ECODE_STATE)
-        ctx.update_object("instance", {**inst, "admin_state": "down"})
-        ctx.log(f"Instance {name!r} stopped")
+    STATE = "down"
+    VERB = "stop"
+    DONE = "stopped"
+    PAST = "stopped"
+    NODE_RES = False
