@@ -127,18 +127,20 @@ def choose(
 
 
 def _cpus(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    """`1 CPU`, `2 CPUs`, `0.5 CPUs`."""
+    number = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    return f"{number} CPU{'' if value == 1 else 's'}"
 
 
 def _needs(memory: int, vcpus: int) -> str:
-    return f"it needs {memory} MiB and {vcpus} CPU{'' if vcpus == 1 else 's'}"
+    return f"it needs {memory} MiB and {_cpus(vcpus)}"
 
 
 def _short(room: Room, memory: int) -> str:
     """What a node has, said the way the shortage shows: memory, and CPUs if they are short."""
     text = f"{room.name} with {room.mfree} MiB"
     if room.mfree >= memory:
-        text += f" but {_cpus(room.cfree)} free CPUs"
+        text += f" but {_cpus(room.cfree)} free"
     return text
 
 
@@ -161,5 +163,5 @@ def node_full_message(instance: str, memory: int, vcpus: int, room: Room) -> str
     needs 4096 MiB and 2 CPUs; it has 2048 MiB and 100 CPUs free`."""
     return (
         f"node {room.name} has no room for {instance}: {_needs(memory, vcpus)};"
-        f" it has {room.mfree} MiB and {_cpus(room.cfree)} CPUs free"
+        f" it has {room.mfree} MiB and {_cpus(room.cfree)} free"
     )

@@ -127,6 +127,9 @@ def test_capacity_changes_and_the_rapi_fields(stack: Stack, daemon_factory: Any)
     assert stack.wc.get_object("node", "node1")["mtotal"] == 6144
     message = fails(stack, {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "node1", "mtotal": 2048})
     assert "using 4096 MiB" in message and stack.wc.get_object("node", "node1")["mtotal"] == 6144
+    assert "too small" in fails(stack, {"OP_ID": "OP_CLUSTER_SET_PARAMS", "vcpu_ratio": 1})
+    ok(stack, {"OP_ID": "OP_CLUSTER_SET_PARAMS", "vcpu_ratio": 2})  # 3 of 4 virtual CPUs
+    assert "2048 MiB and 1 CPU free" in fails(stack, create("more", 128, 2, pnode="node1"))
     rapi = Rapi(daemon_factory)
     (node,) = rapi.get("/2/nodes?bulk=1")
     assert (node["mtotal"], node["mnode"], node["mfree"], node["ctotal"]) == (6144, 0, 2048, 2)
@@ -140,7 +143,7 @@ def test_capacity_changes_and_the_rapi_fields(stack: Stack, daemon_factory: Any)
     assert rapi.get("/2/groups/default") == group and group["node_list"] == ["node1"]
     assert group["uuid"] == node["group.uuid"] and group["alloc_policy"] == "preferred"
     assert group["ipolicy"]["disk-templates"][0] == "sharedfile"
-    assert group["ipolicy"]["vcpu-ratio"] == 4.0
+    assert group["ipolicy"]["vcpu-ratio"] == 2.0
     info = rapi.get("/2/info")
     assert (info["master"], info["default_hypervisor"]) == ("node1", "fake")
     assert info["ipolicy"] == group["ipolicy"]

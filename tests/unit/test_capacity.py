@@ -134,7 +134,7 @@ def test_messages_say_what_is_short_and_where_the_most_room_is() -> None:
     )
     cpu_short = rooms([{"uuid": "1", "name": "node1", "ctotal": 1}], [], 1.0)
     assert no_room_message("db", 10, 2, cpu_short.values()).endswith(
-        "most free: node1 with 65536 MiB but 1 free CPUs"
+        "most free: node1 with 65536 MiB but 1 CPU free"
     )
     assert no_room_message("db", 10, 1, current.values(), exclude=["1", "3"]).endswith(
         "no online, non-drained, vm_capable node can take it"

@@ -155,3 +155,17 @@ def test_node_capacity_is_set_and_cannot_shrink_below_the_running_use() -> None:
     with pytest.raises(OpExecError, match="too small"):
         run({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "big", "ctotal": 0}, c)
     assert c.get_object("node", "big")["mtotal"] == 8192
+
+
+def test_the_policy_vcpu_ratio_bounds_cpus_and_cannot_strand_running_instances() -> None:
+    c = small_cluster()  # node1: 1 CPU, web1 runs 2 virtual CPUs
+    set_ratio = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "vcpu_ratio": 1.5}
+    with pytest.raises(OpPrereqError, match=r"vcpu_ratio 1\.5 is too small: node 'node1' runs 2"):
+        run(set_ratio, c)
+    assert c.writes == []
+    assert run({**set_ratio, "vcpu_ratio": 2.0}, c) == [["vcpu_ratio", 2.0]]
+    assert c.cluster["ipolicy"]["vcpu-ratio"] == 2.0
+    with pytest.raises(OpPrereqError, match="node node1 has no room for more: it needs 128 MiB"
+                       " and 1 CPU; it has 1024 MiB and 0 CPUs free"):
+        run(create("more", 128, pnode="node1"), c)
+    assert run({**set_ratio, "vcpu_ratio": 2.0}, c) == []

@@ -40,8 +40,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     "OP_CLUSTER_SET_PARAMS": (
         {},
         {"max_running_jobs": 5, "mac_prefix": "AB:cd:01", "lock_enforcement": "warn",
-         "tags": ["a", "b:c"]},
+         "tags": ["a", "b:c"], "vcpu_ratio": 2.5},
         [
+            ("vcpu_ratio", {"vcpu_ratio": 0}),
+            ("vcpu_ratio", {"vcpu_ratio": "4"}),
             ("max_running_jobs", {"max_running_jobs": 0}),
             ("max_running_jobs", {"max_running_jobs": "5"}),
             ("mac_prefix", {"mac_prefix": "aa:00"}),
