@@ -113,7 +113,8 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
 
     Each problem is also logged.  It checks what the simulated data plane can know:
     dangling node/group references, instances on offline nodes, secondaries equal to the
-    primary, duplicate MACs and duplicate names.
+    primary, duplicate MACs, duplicate names and nodes whose running instances exceed
+    their capacity (SPEC §7.1).
     """
 
     OP_ID = "OP_CLUSTER_VERIFY"
@@ -154,6 +155,13 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
         for mac, n in sorted(macs.items()):
             if n > 1:
                 problems.append(f"MAC {mac} is used by {n} NICs")
+        for room in sorted(node_rooms(ctx).values(), key=lambda r: r.name):
+            if room.mfree < 0 or room.cfree < 0:
+                problems.append(
+                    f"node {room.name!r} is over capacity: its running instances use "
+                    f"{room.mused} of {room.mtotal} MiB and {room.cused} of "
+                    f"{room.climit:g} virtual CPUs"
+                )
         for problem in problems:
             ctx.log(f"ERROR: {problem}")
         ctx.log(f"Cluster verify: {len(problems)} problem(s)")

@@ -169,3 +169,13 @@ def test_the_policy_vcpu_ratio_bounds_cpus_and_cannot_strand_running_instances()
                        " and 1 CPU; it has 1024 MiB and 0 CPUs free"):
         run(create("more", 128, pnode="node1"), c)
     assert run({**set_ratio, "vcpu_ratio": 2.0}, c) == []
+
+
+def test_cluster_verify_reports_nodes_over_capacity() -> None:
+    c = small_cluster()
+    assert run({"OP_ID": "OP_CLUSTER_VERIFY"}, c)["ok"] is True
+    c.objects["node"][c.get_object("node", "node1")["uuid"]]["mtotal"] = 1024  # behind our back
+    assert run({"OP_ID": "OP_CLUSTER_VERIFY"}, c)["problems"] == [
+        "node 'node1' is over capacity: its running instances use 3072 of 1024 MiB and "
+        "2 of 4 virtual CPUs"
+    ]
