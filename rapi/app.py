@@ -2,7 +2,7 @@
 Ganeti's error body `{"code", "message", "explain"}` for every failure.
 
 No traceback ever reaches a client: daemon errors map to HTTP statuses
-(`resources.RPC_STATUS`), anything unexpected is logged and answered 500.
+(`routes.RPC_STATUS`), anything unexpected is logged and answered 500.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from aiohttp import web
 from client import errors
 from rapi import openapi
 from rapi.auth import REALM, Authorizer, Verdict
-from rapi.resources import ROUTES, RPC_STATUS, Backend, HttpError, Request, Route
+from rapi.routes import ROUTES, RPC_STATUS
+from rapi.routing import Backend, HttpError, Request, Route
 
 log = logging.getLogger(__name__)
 

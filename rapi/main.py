@@ -21,7 +21,7 @@ from client.daemon.runner import (
 )
 from rapi.app import make_app
 from rapi.auth import Authorizer, UsersFile
-from rapi.resources import Backend
+from rapi.routing import Backend
 
 log = logging.getLogger("rapi")
 

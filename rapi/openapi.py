@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the RAPI, derived from the route table (`rapi.resources`)."""
+"""The OpenAPI 3.1 document of the RAPI, derived from the route table (`rapi.routes`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from client import __version__
-from rapi.resources import SCHEMAS, Route
+from rapi.routing import Route
+from rapi.schemas import SCHEMAS
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _REASONS = {

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from client import errors
-from client.cli.configview import ConfigView, Obj
 from client.cli.context import (
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -24,6 +23,7 @@ from client.cli.context import (
 )
 from client.cli.jobs import opcode, submit_and_wait
 from client.cli.output import Fields, print_record, print_table
+from client.configview import ConfigView, Obj
 
 Getter = Callable[[Obj], Any]
 
@@ -37,6 +37,10 @@ NODE_FIELDS = Fields(
         "drained",
         "master_candidate",
         "vm_capable",
+        "mtotal",
+        "mfree",
+        "ctotal",
+        "cfree",
         "pinst_cnt",
         "pinst_list",
         "serial_no",
@@ -44,7 +48,10 @@ NODE_FIELDS = Fields(
         "mtime",
         "tags",
     ],
-    default=("name", "group", "primary_ip", "offline", "drained", "master_candidate", "pinst_cnt"),
+    default=(
+        "name", "group", "primary_ip", "offline", "drained", "master_candidate",
+        "mtotal", "mfree", "ctotal", "pinst_cnt",
+    ),
 )
 INSTANCE_FIELDS = Fields(
     known=[
@@ -89,9 +96,14 @@ INFO_FIELDS = Fields(
 
 
 def _node_getters(view: ConfigView) -> dict[str, Getter]:
-    """How the computed node fields are read (names instead of uuids, instance counts)."""
+    """How the computed node fields are read (names instead of uuids, instance counts,
+    room: mtotal/ctotal as stored (defaults for old documents), mfree/cfree computed)."""
     return {
         "group": lambda n: view.group_name(n.get("group")),
+        "mtotal": lambda n: view.room(n).mtotal,
+        "mfree": lambda n: view.room(n).mfree,
+        "ctotal": lambda n: view.room(n).ctotal,
+        "cfree": lambda n: view.room(n).cfree,
         "pinst_cnt": lambda n: len(view.primary_instances(n)),
         "pinst_list": view.primary_instances,
     }
@@ -180,10 +192,11 @@ def node_info(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def node_add(ctx: Context, args: argparse.Namespace) -> int:
-    """lw node add NAME"""
+    """lw node add NAME [--memory 64G] [--cpus 32]"""
     op = opcode(
-        "OP_NODE_ADD", args, node_name=args.name, group=args.group, primary_ip=args.primary_ip
-    )
+        "OP_NODE_ADD", args, node_name=args.name, group=args.group, primary_ip=args.primary_ip,
+        mtotal=args.memory, ctotal=args.cpus,
+    )  # fmt: skip
     return submit_and_wait(ctx, args, [op])
 
 
@@ -193,14 +206,18 @@ def node_remove(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def node_modify(ctx: Context, args: argparse.Namespace) -> int:
-    """lw node modify NAME [--offline] [--drained] [--master-candidate]"""
+    """lw node modify NAME [--offline] [--drained] [--master-candidate] [--memory] [--cpus]"""
     changes = {
         "offline": args.offline,
         "drained": args.drained,
         "master_candidate": args.master_candidate,
+        "mtotal": args.memory,
+        "ctotal": args.cpus,
     }
     if all(v is None for v in changes.values()):
-        raise UsageError("nothing to change: give --offline, --drained or --master-candidate")
+        raise UsageError(
+            "nothing to change: give --offline, --drained, --master-candidate, --memory or --cpus"
+        )
     return submit_and_wait(
         ctx, args, [opcode("OP_NODE_SET_PARAMS", args, node_name=args.name, **changes)]
     )

@@ -252,6 +252,7 @@ def _node_commands(b: _Builder, sub: Any) -> None:
     add.add_argument("name")
     add.add_argument("-g", "--group", help="node group (default: default)")
     add.add_argument("--primary-ip", metavar="IP", help="the node's primary IP address")
+    _capacity_options(add, "(default 64G)", "(default 32)")
     b.leaf(
         sub, "remove", "cluster:node_remove", "remove a node (an OP_NODE_REMOVE job)", b.job
     ).add_argument("name")
@@ -264,6 +265,19 @@ def _node_commands(b: _Builder, sub: Any) -> None:
     mod.add_argument(
         "-C", "--master-candidate", type=_yes_no, metavar="yes|no", help="master candidate"
     )
+    _capacity_options(mod, "", "")
+
+
+def _capacity_options(parser: Any, memory_default: str, cpus_default: str) -> None:
+    """--memory and --cpus: a node's capacity for instances (SPEC §7.1)."""
+    parser.add_argument(
+        "--memory", type=_size_mib, metavar="SIZE",
+        help=f"memory for instances (MiB, or 64G) {memory_default}".rstrip(),
+    )  # fmt: skip
+    parser.add_argument(
+        "--cpus", type=_positive_int, metavar="N",
+        help=f"physical CPUs {cpus_default}".rstrip(),
+    )  # fmt: skip
 
 
 def _instance_commands(b: _Builder, sub: Any) -> None:
@@ -286,7 +300,7 @@ def _instance_commands(b: _Builder, sub: Any) -> None:
         help="a disk of SIZE (MiB, or 10G); repeat for more disks",
     )
     add.add_argument(
-        "-n", "--node", metavar="NODE", help="primary node (default: the least loaded)"
+        "-n", "--node", metavar="NODE", help="primary node (default: the one with the most free memory)"
     )
     add.add_argument("--nics", type=_non_negative_int, default=1, metavar="N", help="NICs")
     b.leaf(

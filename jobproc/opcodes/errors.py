@@ -29,6 +29,11 @@ class OpExecError(Exception):
         return self.message
 
 
+class OpPrereqError(OpExecError):
+    """A prerequisite of the opcode does not hold (as Ganeti's OpPrereqError): checked
+    before anything changed, e.g. no node has room for an instance (SPEC §7.1)."""
+
+
 class Canceled(BaseException):
     """The job was canceled while the opcode waited at an interruptible point.
 

@@ -199,12 +199,14 @@ def test_node_commands(lw: Lw) -> None:
     assert [n["name"] for n in nodes] == ["n1", "n2"]
     assert nodes[0]["group"] == "default" and nodes[0]["primary_ip"] == "192.0.2.10"
     assert set(nodes[0]) == {
-        "name", "group", "primary_ip", "offline", "drained", "master_candidate", "pinst_cnt"
+        "name", "group", "primary_ip", "offline", "drained", "master_candidate",
+        "mtotal", "mfree", "ctotal", "pinst_cnt",
     }  # fmt: skip
     table = lw.ok("node", "list", "-o", "name,drained", "--no-headers", "--separator", "|")
     assert table.splitlines() == ["n1|N", "n2|N"]
     assert lw.ok("node", "list").splitlines()[0].split() == [
-        "NAME", "GROUP", "PRIMARY_IP", "OFFLINE", "DRAINED", "MASTER_CANDIDATE", "PINST_CNT"
+        "NAME", "GROUP", "PRIMARY_IP", "OFFLINE", "DRAINED", "MASTER_CANDIDATE",
+        "MTOTAL", "MFREE", "CTOTAL", "PINST_CNT",
     ]  # fmt: skip
     info = lw.json("node", "info", "n1")
     assert info["name"] == "n1" and info["uuid"] and info["serial_no"] == 1

@@ -150,7 +150,7 @@ def test_version_info_features_and_openapi(rapi: Rapi) -> None:
     assert info["name"] == "lockwarden" and info["software_version"]
     assert info["queue"]["drained"] is False
 
-    from rapi.resources import ROUTES
+    from rapi.routes import ROUTES
 
     doc = rapi.get("/openapi.json", user=None)
     assert doc["openapi"].startswith("3.")

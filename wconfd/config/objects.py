@@ -9,7 +9,11 @@ Choices for what §5 leaves open (documented here because clients see them):
 - `uuid` defaults to "" meaning "generate one" (add only); `serial_no`, `ctime`, `mtime`
   default to 0 and are always overwritten by the daemon.
 - node: `group` defaults to "" = the group named "default" (or the only group);
-  `primary_ip` None; `offline`/`drained`/`master_candidate` False; `vm_capable` True.
+  `primary_ip` None; `offline`/`drained`/`master_candidate` False; `vm_capable` True;
+  capacity (SPEC §7.1) `mtotal` 65536 MiB and `ctotal` 32 CPUs.
+- cluster: `ipolicy` is Ganeti 3.0's default instance policy with "sharedfile" first in
+  its disk templates (`vcpu-ratio` 4.0: a node runs up to 4 * `ctotal` virtual CPUs); its
+  field names are Ganeti's, with hyphens, as htools read them.
 - instance: `memory` 128 MiB and `vcpus` 1 (Ganeti's defaults); `admin_state` "down";
   disk `mode` "rw" ("rw" | "ro"), disk `size` in MiB (required); nic `mac` required,
   `ip` and `network` None.
@@ -25,6 +29,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
+from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL, DEFAULT_VCPU_RATIO
 from client.errors import InvalidParams
 
 Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
@@ -54,6 +59,43 @@ class _Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     """Common Struct options: immutable, strict about unknown fields, keyword-only."""
 
 
+class ISpec(_Base, frozen=True, kw_only=True, rename="kebab"):
+    """An instance spec of the policy (Ganeti's ISPECS_*): sizes in MiB, counts."""
+
+    memory_size: int = 128
+    cpu_count: int = 1
+    disk_count: int = 1
+    disk_size: int = 1024
+    nic_count: int = 1
+    spindle_use: int = 1
+
+
+class MinMaxISpecs(_Base, frozen=True, kw_only=True):
+    """The smallest and the largest instance the policy allows."""
+
+    min: ISpec = ISpec()
+    max: ISpec = ISpec(
+        memory_size=32768, cpu_count=8, disk_count=16, disk_size=1048576, nic_count=8,
+        spindle_use=12,
+    )  # fmt: skip
+
+
+# Ganeti's disk templates; instance disks live on shared storage here (SPEC §7.1).
+DISK_TEMPLATES: Final = (
+    "sharedfile", "blockdev", "diskless", "drbd", "ext", "file", "gluster", "plain", "rbd",
+)  # fmt: skip
+
+
+class IPolicy(_Base, frozen=True, kw_only=True, rename="kebab"):
+    """The cluster's instance policy, Ganeti 3.0's default (constants.IPOLICY_DEFAULTS)."""
+
+    minmax: tuple[MinMaxISpecs, ...] = (MinMaxISpecs(),)
+    std: ISpec = ISpec()
+    disk_templates: tuple[str, ...] = DISK_TEMPLATES
+    vcpu_ratio: float = DEFAULT_VCPU_RATIO
+    spindle_ratio: float = 32.0
+
+
 class Cluster(_Base, frozen=True, kw_only=True):
     """The single cluster object (key ignored; no add/remove)."""
 
@@ -65,6 +107,7 @@ class Cluster(_Base, frozen=True, kw_only=True):
     max_running_jobs: int = 20
     mac_prefix: str = "aa:00:00"
     lock_enforcement: LockEnforcement = "enforce"
+    ipolicy: IPolicy = IPolicy()
     tags: tuple[str, ...] = ()
 
 
@@ -90,6 +133,8 @@ class Node(_Base, frozen=True, kw_only=True):
     drained: bool = False
     master_candidate: bool = False
     vm_capable: bool = True
+    mtotal: int = DEFAULT_MTOTAL
+    ctotal: int = DEFAULT_CTOTAL
     serial_no: int = 0
     ctime: float = 0.0
     mtime: float = 0.0

@@ -18,7 +18,18 @@ import msgspec
 
 from client.errors import ConfigValidationError
 
-from .objects import Cluster, ConfigObject, Disk, Filter, Instance, Network, Nic, Node, NodeGroup
+from .objects import (
+    Cluster,
+    ConfigObject,
+    Disk,
+    Filter,
+    Instance,
+    IPolicy,
+    Network,
+    Nic,
+    Node,
+    NodeGroup,
+)
 
 MAX_NAME_LENGTH: Final = 255
 MAX_TAG_LENGTH: Final = 128
@@ -102,12 +113,32 @@ def _check_times(kind: str, obj: ConfigObject) -> None:
             raise fail(kind, obj, field, "must be a finite number")
 
 
+def _check_ipolicy(obj: Cluster, policy: IPolicy) -> None:
+    """Positive finite ratios, a non-empty template list, and min <= std <= max."""
+    for field, ratio in (("vcpu-ratio", policy.vcpu_ratio), ("spindle-ratio", policy.spindle_ratio)):
+        if not (math.isfinite(ratio) and ratio > 0):
+            raise fail("cluster", obj, f"ipolicy.{field}", "must be a positive number")
+    if not policy.disk_templates:
+        raise fail("cluster", obj, "ipolicy.disk-templates", "must name at least one template")
+    if not policy.minmax:
+        raise fail("cluster", obj, "ipolicy.minmax", "must hold at least one min/max pair")
+    for i, pair in enumerate(policy.minmax):
+        for spec in msgspec.structs.fields(pair.min):
+            low, high = getattr(pair.min, spec.name), getattr(pair.max, spec.name)
+            if not 0 <= low <= high:
+                raise fail(
+                    "cluster", obj, f"ipolicy.minmax[{i}].{spec.encode_name}",
+                    f"min {low} and max {high} must satisfy 0 <= min <= max",
+                )  # fmt: skip
+
+
 def check_cluster(obj: Cluster) -> Cluster:
     """Range checks of the cluster object; returns it with the MAC prefix lower-cased."""
     _check_times("cluster", obj)
     check_name("cluster", obj, obj.name)
     if obj.max_running_jobs < 1:
         raise fail("cluster", obj, "max_running_jobs", "must be >= 1")
+    _check_ipolicy(obj, obj.ipolicy)
     prefix = obj.mac_prefix.lower()
     if not _MAC_PREFIX_RE.fullmatch(prefix):
         raise fail("cluster", obj, "mac_prefix", f"{obj.mac_prefix!r} is not of the form xx:xx:xx")
@@ -128,6 +159,9 @@ def check_node(obj: Node) -> Node:
     _check_times("node", obj)
     check_name("node", obj, obj.name)
     check_tags("node", obj, obj.tags)
+    for field in ("mtotal", "ctotal"):
+        if getattr(obj, field) < 0:
+            raise fail("node", obj, field, "must be >= 0")
     if obj.primary_ip is None:
         return obj
     ip = normalize_ip(obj.primary_ip)

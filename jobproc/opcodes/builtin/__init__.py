@@ -7,12 +7,9 @@ from typing import Any
 from jobproc.opcodes.base import OpCode
 from jobproc.opcodes.builtin.cluster import ClusterRename, ClusterSetParams, ClusterVerify
 from jobproc.opcodes.builtin.debug import TestDelay
-from jobproc.opcodes.builtin.instance import (
-    InstanceCreate,
-    InstanceMigrate,
-    InstanceRemove,
-    InstanceReplaceDisks,
-)
+from jobproc.opcodes.builtin.instance import InstanceCreate, InstanceRemove, InstanceReplaceDisks
+from jobproc.opcodes.builtin.instance_move import InstanceFailover, InstanceMigrate
+from jobproc.opcodes.builtin.instance_state import InstanceShutdown, InstanceStartup
 from jobproc.opcodes.builtin.node import NodeAdd, NodeEvacuate, NodeRemove, NodeSetParams
 
 BUILTIN_OPCODES: tuple[type[OpCode[Any]], ...] = (
@@ -25,6 +22,9 @@ BUILTIN_OPCODES: tuple[type[OpCode[Any]], ...] = (
     InstanceCreate,
     InstanceRemove,
     InstanceMigrate,
+    InstanceFailover,
+    InstanceStartup,
+    InstanceShutdown,
     InstanceReplaceDisks,
     NodeEvacuate,
     ClusterVerify,
@@ -36,9 +36,12 @@ __all__ = [
     "ClusterSetParams",
     "ClusterVerify",
     "InstanceCreate",
+    "InstanceFailover",
     "InstanceMigrate",
     "InstanceRemove",
     "InstanceReplaceDisks",
+    "InstanceShutdown",
+    "InstanceStartup",
     "NodeAdd",
     "NodeEvacuate",
     "NodeRemove",

@@ -1,15 +1,31 @@
 """Helpers shared by the built-in opcodes: lookups that fail with clear OpExecErrors,
-node eligibility and load (the simulated data plane's placement rule).
+node eligibility and room (the placement rule of SPEC §7.1, from `client.capacity`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from client.capacity import (
+    Room,
+    choose,
+    is_running,
+    no_room_message,
+    node_full_message,
+    rooms,
+    vcpu_ratio,
+)
 from client.errors import NotFound
 from jobproc.opcodes.context import ConfigObject, ConfigReader
-from jobproc.opcodes.errors import ECODE_NOENT, ECODE_NORES, ECODE_STATE, OpExecError
+from jobproc.opcodes.errors import (
+    ECODE_NOENT,
+    ECODE_NORES,
+    ECODE_STATE,
+    OpExecError,
+    OpPrereqError,
+)
+from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 
 
 def get_or_fail(config: ConfigReader, kind: str, key: str) -> ConfigObject:
@@ -44,57 +60,73 @@ def instance_nodes(instance: ConfigObject) -> list[str]:
     return nodes
 
 
-def is_eligible(node: ConfigObject) -> bool:
-    """May new instances go to this node?  Online, not drained, vm_capable."""
-    return (
-        not node.get("offline", False)
-        and not node.get("drained", False)
-        and node.get("vm_capable", True) is not False
-    )
-
-
 def check_eligible(node: ConfigObject, purpose: str) -> None:
-    """OpExecError if `node` is offline, drained or not vm_capable."""
+    """OpPrereqError if `node` is offline, drained or not vm_capable."""
     for flag, word in (("offline", "offline"), ("drained", "drained")):
         if node.get(flag, False):
-            raise OpExecError(f"node {node['name']!r} is {word}; cannot {purpose}", ECODE_STATE)
+            raise OpPrereqError(f"node {node['name']!r} is {word}; cannot {purpose}", ECODE_STATE)
     if node.get("vm_capable", True) is False:
-        raise OpExecError(
+        raise OpPrereqError(
             f"node {node['name']!r} is not vm_capable; cannot {purpose}", ECODE_STATE
         )
 
 
-def node_loads(instances: Iterable[ConfigObject]) -> dict[str, tuple[int, int]]:
-    """Load per node uuid: (MiB of memory of its primary instances, their number)."""
-    loads: dict[str, tuple[int, int]] = {}
-    for inst in instances:
-        mem, count = loads.get(str(inst["primary_node"]), (0, 0))
-        loads[str(inst["primary_node"])] = (mem + int(inst.get("memory", 0)), count + 1)
-    return loads
+def node_rooms(config: ConfigReader) -> dict[str, Room]:
+    """The room of every node (by uuid) in the configuration as the opcode sees it now."""
+    cluster = config.get_object("cluster", "")
+    return rooms(
+        config.list_objects("node"), config.list_objects("instance"), vcpu_ratio(cluster)
+    )
 
 
-def least_loaded_node(
-    config: ConfigReader, *, exclude: Iterable[str] = (), purpose: str = "place an instance"
-) -> ConfigObject:
-    """The eligible node with the least primary-instance memory (then count, then name).
-
-    `exclude` holds node uuids.  OpExecError if no node is eligible.
-    """
-    skip = set(exclude)
-    candidates = [
-        n for n in config.list_objects("node") if is_eligible(n) and n["uuid"] not in skip
-    ]
-    if not candidates:
-        raise OpExecError(
-            f"no online, non-drained, vm_capable node to {purpose}", ECODE_NORES
+def place(config: ConfigReader, instance: str, memory: int, vcpus: int,
+          exclude: Iterable[str] = ()) -> Room:
+    """The node placement chooses for an instance of this size (SPEC §7.1); OpPrereqError
+    saying what is short and where the most room is if no node has room."""
+    current = node_rooms(config).values()
+    room = choose(current, memory, vcpus, exclude)
+    if room is None:
+        raise OpPrereqError(
+            no_room_message(instance, memory, vcpus, current, exclude), ECODE_NORES
         )
-    loads = node_loads(config.list_objects("instance"))
+    return room
 
-    def key(node: ConfigObject) -> tuple[int, int, str]:
-        mem, count = loads.get(str(node["uuid"]), (0, 0))
-        return (mem, count, str(node["name"]))
 
-    return min(candidates, key=key)
+def check_room(config: ConfigReader, node: ConfigObject, instance: str, memory: int,
+               vcpus: int) -> None:
+    """OpPrereqError unless the node has room for an instance of this size to run on it."""
+    room = node_rooms(config)[str(node["uuid"])]
+    if not room.fits(memory, vcpus):
+        raise OpPrereqError(node_full_message(instance, memory, vcpus, room), ECODE_NORES)
+
+
+def node_lock_name(config: ConfigReader, key: str) -> str:
+    """The name a node is locked under, for a node given by name or uuid."""
+    try:
+        return str(config.get_object("node", key)["name"])
+    except NotFound:
+        return key  # locks need not exist; execute reports the missing node
+
+
+def nodes_phase(config: ConfigReader, instance_name: str, *, res: bool) -> LockPhase:
+    """node/<n> (and node-res/<n> if `res`) exclusive for every node of the instance."""
+    inst = get_or_fail(config, "instance", instance_name)
+    names = [node_name(config, n) for n in instance_nodes(inst)]
+    levels = ("node", "node-res") if res else ("node",)
+    return LockPhase.of((lock(lv, n), EXCLUSIVE) for n in names for lv in levels)
+
+
+def instance_plan(name: str, then: Callable[[ConfigReader], LockPhase]) -> LockPlan:
+    """instance/<name> exclusive, then (phase 1, read under that lock) what `then` gives:
+    the two phases of Ganeti's DeclareLocks for an opcode on one instance."""
+    return LockPlan(phases=(LockPhase.of([(lock("instance", name), EXCLUSIVE)]), then))
+
+
+def uses_room(instance: ConfigObject) -> tuple[int, int]:
+    """(memory, vcpus) the instance needs on a node it moves to: nothing if it is not up."""
+    if not is_running(instance):
+        return 0, 0
+    return int(instance.get("memory", 0)), int(instance.get("vcpus", 0))
 
 
 def changed(old: ConfigObject, new: dict[str, Any]) -> list[list[Any]]:

@@ -7,10 +7,11 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
+from client.capacity import vcpu_ratio
 from jobproc.opcodes.base import MacPrefix, OpCode, OpParams, Tag, param_error
-from jobproc.opcodes.builtin._common import changed
+from jobproc.opcodes.builtin._common import changed, node_rooms
 from jobproc.opcodes.context import ConfigReader, OpContext
-from jobproc.opcodes.errors import ECODE_INVAL, OpExecError
+from jobproc.opcodes.errors import ECODE_INVAL, ECODE_STATE, OpExecError, OpPrereqError
 from jobproc.opcodes.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 
 
@@ -47,12 +48,14 @@ class ClusterRename(OpCode[ClusterRenameParams]):
 
 
 class ClusterSetParamsParams(OpParams):
-    """Each given (non-null) field replaces the cluster's; tags replace the whole list."""
+    """Each given (non-null) field replaces the cluster's; tags replace the whole list;
+    vcpu_ratio is the instance policy's `vcpu-ratio` (virtual CPUs per physical CPU)."""
 
     max_running_jobs: Annotated[int, Meta(ge=1)] | None = None
     mac_prefix: MacPrefix | None = None
     lock_enforcement: Literal["enforce", "warn"] | None = None
     tags: list[Tag] | None = None
+    vcpu_ratio: Annotated[float, Meta(gt=0, le=1024)] | None = None
 
 
 class ClusterSetParams(OpCode[ClusterSetParamsParams]):
@@ -79,11 +82,26 @@ class ClusterSetParams(OpCode[ClusterSetParamsParams]):
             new["tags"] = list(dict.fromkeys(p.tags))
         cluster = ctx.get_object("cluster", "")
         diff = changed(cluster, new)
+        if p.vcpu_ratio is not None and p.vcpu_ratio != vcpu_ratio(cluster):
+            _check_cpu_limits(ctx, p.vcpu_ratio)
+            new["ipolicy"] = {**(cluster.get("ipolicy") or {}), "vcpu-ratio": p.vcpu_ratio}
+            diff.append(["vcpu_ratio", p.vcpu_ratio])
         if diff:
             ctx.update_object("cluster", {**cluster, **new})
             for key, value in diff:
                 ctx.log(f"Cluster parameter {key} set to {value!r}")
         return diff
+
+
+def _check_cpu_limits(ctx: OpContext, ratio: float) -> None:
+    """OpPrereqError if some node's running instances would exceed ctotal x `ratio`."""
+    for room in sorted(node_rooms(ctx).values(), key=lambda r: r.name):
+        if room.cused > room.ctotal * ratio:
+            raise OpPrereqError(
+                f"vcpu_ratio {ratio:g} is too small: node {room.name!r} runs {room.cused} "
+                f"virtual CPUs on {room.ctotal} CPUs; move or stop instances first",
+                ECODE_STATE,
+            )
 
 
 class ClusterVerifyParams(OpParams):
@@ -95,7 +113,8 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
 
     Each problem is also logged.  It checks what the simulated data plane can know:
     dangling node/group references, instances on offline nodes, secondaries equal to the
-    primary, duplicate MACs and duplicate names.
+    primary, duplicate MACs, duplicate names and nodes whose running instances exceed
+    their capacity (SPEC §7.1).
     """
 
     OP_ID = "OP_CLUSTER_VERIFY"
@@ -136,6 +155,13 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
         for mac, n in sorted(macs.items()):
             if n > 1:
                 problems.append(f"MAC {mac} is used by {n} NICs")
+        for room in sorted(node_rooms(ctx).values(), key=lambda r: r.name):
+            if room.mfree < 0 or room.cfree < 0:
+                problems.append(
+                    f"node {room.name!r} is over capacity: its running instances use "
+                    f"{room.mused} of {room.mtotal} MiB and {room.cused} of "
+                    f"{room.climit:g} virtual CPUs"
+                )
         for problem in problems:
             ctx.log(f"ERROR: {problem}")
         ctx.log(f"Cluster verify: {len(problems)} problem(s)")

@@ -4,24 +4,34 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from typing import Any
+from typing import Annotated, Any
 
+from msgspec import Meta
+
+from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL
 from client.errors import AlreadyExists, ConfigValidationError, NotFound, ReservationError
 from jobproc.opcodes.base import Name, OpCode, OpParams, param_error
-from jobproc.opcodes.builtin._common import changed, exists, get_or_fail
-from jobproc.opcodes.context import ConfigReader, OpContext
-from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError
+from jobproc.opcodes.builtin._common import changed, exists, get_or_fail, node_rooms
+from jobproc.opcodes.context import ConfigObject, ConfigReader, OpContext
+from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError, OpPrereqError
 from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockPlan, lock
 
 IP_RESERVATION_NAMESPACE = "primary_ip"
 
 
+MiB = Annotated[int, Meta(ge=0, le=2**40)]  # a node's memory for instances (SPEC §7.1)
+Cpus = Annotated[int, Meta(ge=0, le=2**20)]  # a node's physical CPUs
+
+
 class NodeAddParams(OpParams):
-    """A new node in a node group (by name); primary_ip an IPv4 or IPv6 address."""
+    """A new node in a node group (by name); primary_ip an IPv4 or IPv6 address;
+    its capacity: mtotal MiB of memory for instances, ctotal physical CPUs."""
 
     node_name: Name
     group: Name = "default"
     primary_ip: str | None = None
+    mtotal: MiB = DEFAULT_MTOTAL
+    ctotal: Cpus = DEFAULT_CTOTAL
 
     def check(self) -> None:
         """primary_ip must parse as an IP address."""
@@ -65,6 +75,8 @@ class NodeAdd(OpCode[NodeAddParams]):
             "offline": False,
             "drained": False,
             "vm_capable": True,
+            "mtotal": p.mtotal,
+            "ctotal": p.ctotal,
         }
         if p.primary_ip is not None:
             ip = str(ipaddress.ip_address(p.primary_ip))
@@ -87,7 +99,8 @@ class NodeAdd(OpCode[NodeAddParams]):
             raise OpExecError(
                 f"cannot add node {p.node_name!r}: {exc.message}", ECODE_EXISTS
             ) from None
-        ctx.log(f"Node {p.node_name!r} added to group {group['name']!r}")
+        ctx.log(f"Node {p.node_name!r} added to group {group['name']!r} "
+                f"({p.mtotal} MiB, {p.ctotal} CPUs)")  # fmt: skip
         return {"name": p.node_name, "uuid": added["uuid"]}
 
 
@@ -128,33 +141,41 @@ class NodeRemove(OpCode[NodeRemoveParams]):
         ctx.log(f"Node {node['name']!r} removed")
 
 
+ROLE_FLAGS = ("offline", "drained", "master_candidate")
+
+
 class NodeSetParamsParams(OpParams):
-    """The node and at least one flag; at most one flag may be true (one role at a time)."""
+    """The node and something to change: role flags (at most one true: one role at a
+    time) and/or capacity (mtotal MiB, ctotal CPUs)."""
 
     node_name: Name
     offline: bool | None = None
     drained: bool | None = None
     master_candidate: bool | None = None
+    mtotal: MiB | None = None
+    ctotal: Cpus | None = None
 
     def check(self) -> None:
         """As Ganeti: something to change, and not two roles at once."""
-        flags = {"offline": self.offline, "drained": self.drained,
-                 "master_candidate": self.master_candidate}
-        if all(v is None for v in flags.values()):
+        flags = {flag: getattr(self, flag) for flag in ROLE_FLAGS}
+        if all(v is None for v in (*flags.values(), self.mtotal, self.ctotal)):
             raise param_error(
-                "offline", "give at least one of offline, drained, master_candidate"
-            )
+                "offline", "give at least one of offline, drained, master_candidate, "
+                "mtotal, ctotal",
+            )  # fmt: skip
         true = [k for k, v in flags.items() if v]
         if len(true) > 1:
             raise param_error(true[1], f"cannot set {' and '.join(true)} at the same time")
 
 
 class NodeSetParams(OpCode[NodeSetParamsParams]):
-    """Change a node's role flags; result ``[[flag, new value], …]`` that changed.
+    """Change a node's role flags or capacity; result ``[[param, new value], …]`` that
+    changed.
 
     The flags are one role as in Ganeti: setting one of them true clears the other two
     (an offline or drained node is no master candidate; a master candidate is online
-    and not drained).  Setting a flag false changes only that flag.
+    and not drained).  Setting a flag false changes only that flag.  The capacity may
+    not shrink below what the node's running instances use (OpPrereqError).
     """
 
     OP_ID = "OP_NODE_SET_PARAMS"
@@ -169,21 +190,41 @@ class NodeSetParams(OpCode[NodeSetParamsParams]):
         """Apply the flags (role semantics above) and write the node if anything changed."""
         node = get_or_fail(ctx, "node", self.params.node_name)
         new: dict[str, Any] = {}
-        for flag in ("offline", "drained", "master_candidate"):
+        for flag in ROLE_FLAGS:
             value = getattr(self.params, flag)
             if value:
-                new = {"offline": False, "drained": False, "master_candidate": False}
+                new = dict.fromkeys(ROLE_FLAGS, False)
                 new[flag] = True
                 break
-        for flag in ("offline", "drained", "master_candidate"):
+        for flag in ROLE_FLAGS:
             if getattr(self.params, flag) is False:
                 new[flag] = False
+        for field in ("mtotal", "ctotal"):
+            if getattr(self.params, field) is not None:
+                new[field] = getattr(self.params, field)
+        self._check_capacity(ctx, node, new)
         diff = changed(node, new)
         if diff:
             ctx.update_object("node", {**node, **new})
             for key, value in diff:
                 ctx.log(f"Node {node['name']!r}: {key} set to {value}")
         return diff
+
+
+    @staticmethod
+    def _check_capacity(ctx: OpContext, node: ConfigObject, new: dict[str, Any]) -> None:
+        """OpPrereqError if the new capacity is below what the running instances use."""
+        if "mtotal" not in new and "ctotal" not in new:
+            return
+        room = node_rooms(ctx)[str(node["uuid"])]
+        mtotal, ctotal = new.get("mtotal", room.mtotal), new.get("ctotal", room.ctotal)
+        if mtotal < room.mused or ctotal * room.vcpu_ratio < room.cused:
+            raise OpPrereqError(
+                f"node {node['name']!r} runs instances using {room.mused} MiB and "
+                f"{room.cused} CPUs; {mtotal} MiB and {ctotal} CPUs "
+                f"(x{room.vcpu_ratio:g}) are too small: move or stop instances first",
+                ECODE_STATE,
+            )
 
 
 class NodeEvacuateParams(OpParams):

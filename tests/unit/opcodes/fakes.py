@@ -116,12 +116,13 @@ class FakeConfig:
         return self.seed("node", name=name, **fields)
 
     def instance(self, name: str, pnode: str, memory: int = 512,
-                 secondaries: tuple[str, ...] = (), **fields: Any) -> dict[str, Any]:
+                 secondaries: tuple[str, ...] = (), vcpus: int = 1,
+                 **fields: Any) -> dict[str, Any]:
         """Seed an instance on node `pnode` (by name)."""
         return self.seed(
             "instance", name=name, primary_node=self._find("node", pnode)["uuid"],
             secondary_nodes=[self._find("node", s)["uuid"] for s in secondaries],
-            memory=memory, vcpus=1, **fields,
+            memory=memory, vcpus=vcpus, **fields,
         )
 
     # -- ConfigReader -------------------------------------------------------------------

@@ -51,6 +51,14 @@ TABLE: list[tuple[dict[str, Any], list[tuple[dict[str, str], list[str]]]]] = [
      [({BGL: S, "instance/i3": X}, []), ({"node/n1": X, "node/n2": X}, [])]),
     ({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1", "target_node": "n3"},
      [({BGL: S, "instance/i1": X}, []), ({"node/n1": X, "node/n3": X}, [])]),
+    ({"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i1"},
+     [({BGL: S, "instance/i1": X}, []), ({"node/n1": X, "node/n2": X}, [])]),
+    ({"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i3", "target_node": "n4"},
+     [({BGL: S, "instance/i3": X}, []), ({"node/n2": X, "node/n4": X}, [])]),
+    ({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "i3"},
+     [({BGL: S, "instance/i3": X}, []), ({"node/n2": S, "node-res/n2": X}, [])]),
+    ({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "i3"},
+     [({BGL: S, "instance/i3": X}, []), ({"node/n2": S}, [])]),
     ({"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "i3", "mode": "replace_auto"},
      [({BGL: S, "instance/i3": X}, []),
       ({"node/n1": X, "node/n2": X, "node-res/n1": X, "node-res/n2": X}, [])]),
@@ -96,7 +104,8 @@ def test_node_add_locks_a_group_given_by_uuid_under_its_name(ctx: FakeContext) -
 
 
 def test_instance_phase_fails_for_a_missing_instance(ctx: FakeContext) -> None:
-    for op_id in ("OP_INSTANCE_REMOVE", "OP_INSTANCE_MIGRATE"):
+    for op_id in ("OP_INSTANCE_REMOVE", "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER",
+                  "OP_INSTANCE_STARTUP", "OP_INSTANCE_SHUTDOWN"):
         op = REGISTRY.build({"OP_ID": op_id, "instance_name": "nope"})
         plan = op.locks(op.params, ctx)
         assert plan.phase(0, ctx).locks() == {BGL: S, "instance/nope": X}

@@ -1,14 +1,17 @@
 """One read of the cluster configuration, indexed the way listings need it: names for the
-uuids the configuration stores, and the instances on each node.
+uuids the configuration stores, the instances on each node, and each node's room.
 
-Shared by `lw node|instance …` and the RAPI's node and instance resources, which present
-the same facts under different field names.
+Shared by `lw node|instance …` and the RAPI's node, instance and group resources, which
+present the same facts under different field names.  Room (free memory and CPUs) comes
+from `client.capacity`, the rule placement uses, so views and placement agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from client.capacity import Room, config_rooms
 
 Obj = Mapping[str, Any]
 
@@ -22,6 +25,7 @@ class ConfigView:
         self.group_names: dict[str, str] = {
             u: g["name"] for u, g in config.get("nodegroups", {}).items()
         }
+        self.rooms: dict[str, Room] = config_rooms(config)
         self._primary: dict[str, list[str]] = {}
         self._secondary: dict[str, list[str]] = {}
         for inst in config.get("instances", {}).values():
@@ -55,3 +59,7 @@ class ConfigView:
     def secondary_instances(self, node: Obj) -> list[str]:
         """Names of the instances that have this node as a secondary, sorted."""
         return sorted(self._secondary.get(node["uuid"], []))
+
+    def room(self, node: Obj) -> Room:
+        """The node's capacity and what its running primary instances use."""
+        return self.rooms[node["uuid"]]

@@ -1,0 +1,128 @@
+"""Moving an instance's primary role: OP_INSTANCE_MIGRATE (live) and OP_INSTANCE_FAILOVER
+(stop, move, start) — one code path, different words in the log (simulated data plane).
+
+Both lock in two phases, as Ganeti's DeclareLocks: instance/<name>, then — reading the
+configuration that lock protects — the source and target nodes exclusively.  The target
+is `target_node`, else the first secondary node, else the placement of SPEC §7.1 (the
+eligible node other than the source with room and the most free memory).  A running
+instance needs room on the target; the check is made again under the target's lock, so
+a move to a full node fails with OpPrereqError and changes nothing.  `duration` is the
+simulated data plane's time, spent before the configuration changes and interruptible:
+a cancel leaves the instance where it was.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from msgspec import Meta
+
+from jobproc.opcodes.base import Name, OpCode, OpParams
+from jobproc.opcodes.builtin._common import (
+    check_eligible,
+    check_room,
+    get_or_fail,
+    instance_plan,
+    node_lock_name,
+    node_name,
+    place,
+    uses_room,
+)
+from jobproc.opcodes.context import ConfigReader, OpContext
+from jobproc.opcodes.errors import ECODE_INVAL, OpExecError
+from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, LockPlan, lock
+
+
+class InstanceMoveParams(OpParams):
+    """The instance, optionally the node to move it to (by name), and the simulated time."""
+
+    instance_name: Name
+    target_node: Name | None = None
+    duration: Annotated[float, Meta(ge=0)] = 0.0
+
+
+class _InstanceMove(OpCode[InstanceMoveParams]):
+    """Move an instance's primary role to another node; result
+    ``{"instance", "source", "target"}`` (node names).
+
+    Moving to a secondary swaps the two roles (as DRBD); to another node, the
+    secondaries stay.  The target must be online, not drained and vm_capable; the
+    source may be anything (evacuating an offline node is the point).
+    """
+
+    Params = InstanceMoveParams
+    SUMMARY_FIELD = "instance_name"
+    INTERRUPTIBLE = True
+    VERB: ClassVar[str] = "move"  # how errors name the move: "cannot <VERB> instance …"
+    STEPS: ClassVar[tuple[str, ...]] = ()  # logged before the simulated wait
+
+    def __init__(self, params: InstanceMoveParams) -> None:
+        super().__init__(params)
+        self.source: str | None = None  # node uuid, read under the instance lock
+        self.target: str | None = None  # node name (the lock's name)
+
+    def locks(self, params: InstanceMoveParams, config: ConfigReader) -> LockPlan:
+        """instance/<name> ex, then (phase 1) the source and target nodes ex."""
+        return instance_plan(params.instance_name, self._nodes)
+
+    def _nodes(self, config: ConfigReader) -> LockPhase:
+        """Phase 1: find source and target under the instance lock."""
+        inst = get_or_fail(config, "instance", self.params.instance_name)
+        self.source = str(inst["primary_node"])
+        secondaries = [s for s in inst.get("secondary_nodes") or () if s != self.source]
+        if self.params.target_node is not None:
+            self.target = node_lock_name(config, self.params.target_node)
+        elif secondaries:
+            self.target = node_name(config, secondaries[0])
+        else:
+            memory, vcpus = uses_room(inst)
+            self.target = place(config, str(inst["name"]), memory, vcpus, [self.source]).name
+        return LockPhase.of([(lock("node", node_name(config, self.source)), EXCLUSIVE),
+                             (lock("node", self.target), EXCLUSIVE)])  # fmt: skip
+
+    def execute(self, ctx: OpContext) -> dict[str, Any]:
+        """Check the target (eligible, room), wait `duration`, rewrite the node roles."""
+        if self.source is None or self.target is None:
+            raise RuntimeError("locks() must have resolved the nodes before execute()")
+        inst = get_or_fail(ctx, "instance", self.params.instance_name)
+        name = str(inst["name"])
+        if inst["primary_node"] != self.source:  # impossible while the instance lock holds
+            raise OpExecError(f"instance {name!r} moved while its locks were taken")
+        target = get_or_fail(ctx, "node", self.target)
+        source_name = node_name(ctx, self.source)
+        if target["uuid"] == self.source:
+            raise OpExecError(
+                f"instance {name!r} is already on node {target['name']!r}", ECODE_INVAL
+            )
+        check_eligible(target, f"{self.VERB} instance {name!r} to it")
+        check_room(ctx, target, name, *uses_room(inst))
+        for step in self.STEPS:
+            ctx.log(step.format(name=name, source=source_name, target=target["name"]))
+        ctx.sleep(self.params.duration)
+        secondaries = [
+            self.source if s == target["uuid"] else s for s in inst.get("secondary_nodes") or ()
+        ]
+        ctx.update_object(
+            "instance", {**inst, "primary_node": target["uuid"], "secondary_nodes": secondaries}
+        )
+        return {"instance": name, "source": source_name, "target": target["name"]}
+
+
+class InstanceMigrate(_InstanceMove):
+    """Live-migrate an instance (SPEC §7): it keeps running while it moves."""
+
+    OP_ID = "OP_INSTANCE_MIGRATE"
+    VERB = "migrate"
+    STEPS = ("Migrating instance {name!r} from {source!r} to {target!r}",)
+
+
+class InstanceFailover(_InstanceMove):
+    """Fail an instance over (SPEC §12.4): stopped on the source, started on the target —
+    faster than a migration, with downtime."""
+
+    OP_ID = "OP_INSTANCE_FAILOVER"
+    VERB = "fail over"
+    STEPS = (
+        "Shutting down instance {name!r} on node {source!r}",
+        "Starting instance {name!r} on node {target!r}",
+    )

@@ -1,0 +1,109 @@
+"""The cluster's RAPI resources: version, features, info, nodes, instances and node groups.
+
+Each answer is built from one `get_config` read (a consistent snapshot) in the shapes of
+`rapi.shapes`; `?bulk=1` lists and single resources are full objects, plain lists are
+Ganeti's `[{"id", "uri"}]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from client import __version__
+from client.configview import ConfigView
+from rapi.routing import HttpError, Request, bulk, uri_list
+from rapi.shapes import cluster_info, group_resource, instance_resource, node_resource
+
+RAPI_VERSION = 2
+
+Shape = Callable[[ConfigView, Mapping[str, Any]], dict[str, Any]]
+# kind in the configuration document -> (label in messages, URI prefix, shape)
+KINDS: dict[str, tuple[str, str, Shape]] = {
+    "nodes": ("node", "/2/nodes", node_resource),
+    "instances": ("instance", "/2/instances", instance_resource),
+    "nodegroups": ("group", "/2/groups", group_resource),
+}
+
+
+async def _view(req: Request) -> ConfigView:
+    return ConfigView(await req.backend.wconfd.get_config())
+
+
+async def _list(req: Request, kind: str) -> list[dict[str, Any]]:
+    """Names and URIs of one kind's objects, or (bulk) the objects."""
+    want_bulk = bulk(req)
+    view = await _view(req)
+    _, prefix, shape = KINDS[kind]
+    objs = view.objects(kind)
+    if want_bulk:
+        return [shape(view, o) for o in objs]
+    return uri_list([o["name"] for o in objs], prefix + "/%s", "id")
+
+
+async def _one(req: Request, kind: str) -> dict[str, Any]:
+    """One object of a kind by name (or uuid); 404 if there is none."""
+    view = await _view(req)
+    label, _, shape = KINDS[kind]
+    key = req.match["name"]
+    obj = view.find(kind, key)
+    if obj is None:
+        raise HttpError(404, f"{label} '{key}' not found")
+    return shape(view, obj)
+
+
+async def get_version(req: Request) -> int:
+    """The remote API version (2)."""
+    return RAPI_VERSION
+
+
+async def get_features(req: Request) -> list[str]:
+    """Optional RAPI features (none of Ganeti's apply)."""
+    return []
+
+
+async def get_info(req: Request) -> dict[str, Any]:
+    """Cluster information (with the fields htools read) plus the queue at a glance."""
+    view = await _view(req)
+    queue = await req.backend.luxi.query_queue_info()
+    return {
+        **cluster_info(view),
+        "software_version": __version__,
+        "protocol_version": 1,
+        "queue": {
+            "drained": queue.drained,
+            "running": queue.running,
+            "counts": queue.counts,
+            "filters": queue.filters,
+        },
+    }
+
+
+async def get_nodes(req: Request) -> list[dict[str, Any]]:
+    """Node names and URIs, or (bulk) the nodes."""
+    return await _list(req, "nodes")
+
+
+async def get_node(req: Request) -> dict[str, Any]:
+    """One node by name (or uuid)."""
+    return await _one(req, "nodes")
+
+
+async def get_instances(req: Request) -> list[dict[str, Any]]:
+    """Instance names and URIs, or (bulk) the instances."""
+    return await _list(req, "instances")
+
+
+async def get_instance(req: Request) -> dict[str, Any]:
+    """One instance by name (or uuid)."""
+    return await _one(req, "instances")
+
+
+async def get_groups(req: Request) -> list[dict[str, Any]]:
+    """Node group names and URIs, or (bulk) the groups."""
+    return await _list(req, "nodegroups")
+
+
+async def get_group(req: Request) -> dict[str, Any]:
+    """One node group by name (or uuid)."""
+    return await _one(req, "nodegroups")

@@ -1,0 +1,177 @@
+"""The RAPI's route table (SPEC §8.2): every method on every resource, in one place.
+
+The HTTP application (`rapi.app`) and the OpenAPI document (`rapi.openapi`) are both
+derived from `ROUTES`; a new resource (metrics, a dashboard, drains) is one more `Route`
+here, with its handler in its own module.  `RPC_STATUS` says how each typed daemon error
+is answered.
+"""
+
+from __future__ import annotations
+
+from client import errors
+from rapi import cluster, jobs
+from rapi.routing import Param, Route
+from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, UUID, list_of, ref
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/version", cluster.get_version, "the remote API version (2)", public=True, response=INT),
+    Route("GET", "/2/features", cluster.get_features, "optional features", response=STR_LIST),
+    Route("GET", "/2/info", cluster.get_info, "cluster information", response=ref("Info")),
+    Route(
+        "GET",
+        "/2/nodes",
+        cluster.get_nodes,
+        "nodes (bulk=1: full objects)",
+        params=(BULK,),
+        response=list_of("IdUri", "Node"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/nodes/{name}",
+        cluster.get_node,
+        "one node",
+        params=(NAME,),
+        response=ref("Node"),
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/2/instances",
+        cluster.get_instances,
+        "instances (bulk=1: full objects)",
+        params=(BULK,),
+        response=list_of("IdUri", "Instance"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/instances/{name}",
+        cluster.get_instance,
+        "one instance",
+        params=(NAME,),
+        response=ref("Instance"),
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/2/groups",
+        cluster.get_groups,
+        "node groups (bulk=1: full objects)",
+        params=(BULK,),
+        response=list_of("IdUri", "Group"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/groups/{name}",
+        cluster.get_group,
+        "one node group",
+        params=(NAME,),
+        response=ref("Group"),
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/2/jobs",
+        jobs.get_jobs,
+        "jobs that are not archived (bulk=1: full objects)",
+        params=(BULK,),
+        response=list_of("IdUri", "Job"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/jobs/{job_id}",
+        jobs.get_job,
+        "one job",
+        params=(JOB_ID,),
+        response=ref("Job"),
+        errors=(400, 404),
+    ),
+    Route(
+        "DELETE",
+        "/2/jobs/{job_id}",
+        jobs.delete_job,
+        "cancel a job: [success, message]",
+        write=True,
+        params=(
+            JOB_ID,
+            Param("kill", "query", {"type": "integer", "enum": [0, 1]}, "1: SIGKILL a running job"),
+        ),
+        response={"type": "array", "prefixItems": [{"type": "boolean"}, STR]},
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        "/2/jobs/{job_id}/wait",
+        jobs.wait_job,
+        "wait up to 10 s for a job to change (JSON body); null if it did not",
+        params=(JOB_ID,),
+        body=ref("WaitBody"),
+        response=ref("JobChange"),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        "/2/filters",
+        jobs.get_filters,
+        "filter rules (bulk=1: full objects)",
+        params=(BULK,),
+        response={"type": "array", "items": {"oneOf": [ref("UuidUri"), ref("Filter")]}},
+        errors=(400,),
+    ),
+    Route(
+        "POST",
+        "/2/filters",
+        jobs.add_filter,
+        "add a filter rule; its uuid",
+        write=True,
+        body=ref("FilterBody"),
+        response=STR,
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/filters/{uuid}",
+        jobs.get_filter,
+        "one filter rule",
+        params=(UUID,),
+        response=ref("Filter"),
+        errors=(404,),
+    ),
+    Route(
+        "PUT",
+        "/2/filters/{uuid}",
+        jobs.replace_filter,
+        "replace (or create) a filter rule; its uuid",
+        write=True,
+        params=(UUID,),
+        body=ref("FilterBody"),
+        response=STR,
+        errors=(400,),
+    ),
+    Route(
+        "DELETE",
+        "/2/filters/{uuid}",
+        jobs.delete_filter,
+        "delete a filter rule",
+        write=True,
+        params=(UUID,),
+        response={"type": "null"},
+        errors=(400, 404),
+    ),
+)
+
+# How each typed daemon error is answered.
+RPC_STATUS: dict[type[errors.RpcError], int] = {
+    errors.NotFound: 404,
+    errors.InvalidParams: 400,
+    errors.FilterError: 400,
+    errors.InvalidOpcode: 400,
+    errors.ConfigValidationError: 400,
+    errors.AlreadyExists: 409,
+    errors.QueueDrained: 503,
+    errors.ConnectionError: 502,
+    errors.Timeout: 504,
+}

@@ -1,0 +1,147 @@
+"""What every RAPI resource is made of: the `Route` record, the `Request` a handler gets,
+`HttpError`, and the request helpers of Ganeti's rlib2 (query integers, bulk, bodies).
+
+The route table itself is in `rapi.routes`; handlers are in `rapi.cluster` (cluster
+objects) and `rapi.queue` (jobs and filters); schemas in `rapi.schemas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from client import AsyncLuxiClient, AsyncWConfdClient
+
+MAX_JOB_ID = 2**63 - 1
+
+
+class HttpError(Exception):
+    """An HTTP error answer with Ganeti's body `{"code", "message", "explain"}`."""
+
+    def __init__(
+        self, status: int, explain: str = "", headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(explain)
+        self.status = status
+        self.explain = explain
+        self.headers = dict(headers or {})
+
+
+@dataclass
+class Backend:
+    """The daemons rapi talks to (through the async stubs only)."""
+
+    luxi: AsyncLuxiClient
+    wconfd: AsyncWConfdClient
+
+    async def close(self) -> None:
+        """Close both connections."""
+        await self.luxi.close()
+        await self.wconfd.close()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a handler gets: path parameters, query arguments, decoded JSON body."""
+
+    match: Mapping[str, str]
+    query: Mapping[str, str]
+    body: Any
+    backend: Backend
+
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path or query parameter, for the OpenAPI document."""
+
+    name: str
+    where: str  # "path" or "query"
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method on one resource."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    write: bool = False
+    public: bool = False
+    params: tuple[Param, ...] = ()
+    body: dict[str, Any] | None = None
+    response: dict[str, Any] = field(default_factory=dict)
+    errors: tuple[int, ...] = ()
+
+
+# -- request helpers ---------------------------------------------------------------------------
+
+
+def int_query(req: Request, name: str, default: int = 0) -> int:
+    """An integer query argument (Ganeti's _checkIntVariable); 400 if not an integer."""
+    value = req.query.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise HttpError(400, f"Invalid value for the '{name}' parameter") from None
+
+
+def bulk(req: Request) -> bool:
+    """Whether `?bulk=1` asks for full objects."""
+    return bool(int_query(req, "bulk"))
+
+
+def job_id(req: Request) -> int:
+    """The {job_id} path parameter; 400 if it is not a job id."""
+    text = req.match["job_id"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise HttpError(400, f"job id must be a positive integer, got {text!r}") from None
+    if not 0 < value <= MAX_JOB_ID:
+        raise HttpError(400, f"job id must be a positive integer, got {text!r}")
+    return value
+
+
+def body_object(req: Request) -> dict[str, Any]:
+    """The body as a JSON object (an absent body counts as {}); 400 otherwise."""
+    if req.body is None:
+        return {}
+    if not isinstance(req.body, dict):
+        raise HttpError(400, "Invalid body contents, not a dictionary")
+    return req.body
+
+
+def check_param(
+    data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any
+) -> Any:
+    """A body parameter of the expected JSON type (Ganeti's CheckParameter); 400 otherwise."""
+    if name not in data:
+        return default
+    value = data[name]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        value_ok = False
+    else:
+        value_ok = isinstance(value, kind)
+    if not value_ok:
+        expected = (
+            kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        )
+        raise HttpError(
+            400,
+            f"'{name}' parameter: Type is '{type(value).__name__}', but '{expected}' is expected",
+        )
+    return value
+
+
+def uri_list(ids: list[Any], fmt: str, key: str) -> list[dict[str, Any]]:
+    """Ganeti's BuildUriList: `[{key: id, "uri": fmt % id}]`, sorted."""
+    return [{key: i, "uri": fmt % i} for i in sorted(ids)]

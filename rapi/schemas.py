@@ -1,0 +1,215 @@
+"""JSON schemas of the RAPI's parameters, bodies and answers, for the OpenAPI document
+(`rapi.openapi`).  Ganeti's shapes (doc/rapi.rst); the node, instance, group and info
+schemas list the fields htools read (SPEC §8.2), which the fuzz test checks answers against.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
+from rapi.routing import Param
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+NUM_OR_NULL = {"type": ["number", "null"]}
+STR_LIST = {"type": "array", "items": STR}
+LIST = {"type": "array"}
+NUM = {"type": "number"}
+BOOL = {"type": "boolean"}
+ISPEC_KEYS = ("memory-size", "cpu-count", "disk-count", "disk-size", "nic-count", "spindle-use")
+NODE_SIZES = ("mtotal", "mnode", "mfree", "dtotal", "dfree", "ctotal", "cnos", "spfree")
+
+
+def obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """An object schema with these properties (and required ones)."""
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if required is not None:
+        out["required"] = required
+    return out
+
+
+def ref(name: str) -> dict[str, Any]:
+    """A reference to one of SCHEMAS."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Error": obj({"code": INT, "message": STR, "explain": STR}, ["code", "message", "explain"]),
+    "IdUri": obj({"id": {"type": ["string", "integer"]}, "uri": STR}, ["id", "uri"]),
+    "UuidUri": obj({"uuid": STR, "uri": STR}, ["uuid", "uri"]),
+    "Info": obj(
+        {
+            "name": STR,
+            "uuid": STR,
+            "master": STR,
+            "default_hypervisor": {"type": "string", "enum": ["fake"]},
+            "ipolicy": ref("IPolicy"),
+            "software_version": STR,
+            "protocol_version": INT,
+            "max_running_jobs": INT,
+            "tags": STR_LIST,
+            "queue": {"type": "object"},
+        },
+        ["name", "uuid", "master", "default_hypervisor", "ipolicy", "tags", "software_version"],
+    ),
+    "ISpec": obj(dict.fromkeys(ISPEC_KEYS, INT), list(ISPEC_KEYS)),
+    "IPolicy": obj(
+        {
+            "minmax": {"type": "array", "items": obj(
+                {"min": ref("ISpec"), "max": ref("ISpec")}, ["min", "max"])},
+            "std": ref("ISpec"),
+            "disk-templates": STR_LIST,
+            "vcpu-ratio": NUM,
+            "spindle-ratio": NUM,
+        },
+        ["minmax", "std", "disk-templates", "vcpu-ratio", "spindle-ratio"],
+    ),
+    "Group": obj(
+        {
+            "name": STR,
+            "uuid": STR,
+            "alloc_policy": {"type": "string", "enum": ["preferred", "last_resort", "unallocable"]},
+            "ipolicy": ref("IPolicy"),
+            "node_cnt": INT,
+            "node_list": STR_LIST,
+            "tags": STR_LIST,
+        },
+        ["name", "uuid", "alloc_policy", "ipolicy", "tags"],
+    ),
+    "Node": obj(
+        {
+            "name": STR,
+            "uuid": STR,
+            "offline": BOOL,
+            "drained": BOOL,
+            "master_candidate": BOOL,
+            "vm_capable": BOOL,
+            "role": {"type": "string", "enum": ["O", "D", "C", "R"]},
+            "pip": {"type": ["string", "null"]},
+            "group.uuid": STR,
+            "ndparams": obj({"exclusive_storage": BOOL, "spindle_count": INT}),
+            **dict.fromkeys(NODE_SIZES, INT),
+            "pinst_cnt": INT,
+            "pinst_list": STR_LIST,
+            "tags": STR_LIST,
+        },
+        ["name", "uuid", "role", "offline", "drained", "vm_capable", "ndparams", "group.uuid",
+         *NODE_SIZES, "tags"],
+    ),
+    "Instance": obj(
+        {
+            "name": STR,
+            "uuid": STR,
+            "admin_state": {"type": "string", "enum": ["up", "down", "offline"]},
+            "status": {"type": "string", "enum": ["running", "ADMIN_down", "ADMIN_offline"]},
+            "pnode": STR,
+            "snodes": STR_LIST,
+            "disk_template": {"type": "string", "enum": ["sharedfile"]},
+            "disk_usage": INT,
+            "beparams": obj(
+                {"memory": INT, "vcpus": INT, "auto_balance": BOOL, "spindle_use": INT},
+                ["memory", "vcpus", "auto_balance", "spindle_use"],
+            ),
+            "oper_ram": {"type": ["integer", "null"]},
+            "disk.sizes": {"type": "array", "items": INT},
+            "disk.spindles": {"type": "array", "items": {"type": ["integer", "null"]}},
+            "nic.macs": {"type": "array"},
+            "tags": STR_LIST,
+        },
+        ["name", "uuid", "pnode", "snodes", "status", "disk_template", "disk_usage",
+         "disk.sizes", "disk.spindles", "beparams", "oper_ram", "tags"],
+    ),
+    "Job": obj(
+        {
+            "id": INT,
+            "status": {
+                "type": "string",
+                "enum": [
+                    "queued",
+                    "waiting",
+                    "running",
+                    "canceling",
+                    "canceled",
+                    "success",
+                    "error",
+                ],
+            },
+            "ops": {"type": "array", "items": {"type": "object"}},
+            "summary": STR_LIST,
+            "opstatus": STR_LIST,
+            "received_ts": NUM_OR_NULL,
+            "start_ts": NUM_OR_NULL,
+            "end_ts": NUM_OR_NULL,
+            "oplog": LIST,
+            "opresult": LIST,
+            "priority": INT,
+            "pending_reason": {"type": ["string", "null"]},
+        },
+        ["id", "status", "ops", "summary", "opstatus"],
+    ),
+    "Filter": obj(
+        {
+            "uuid": STR,
+            "watermark": INT,
+            "priority": INT,
+            "predicates": LIST,
+            "action": {"oneOf": [STR, LIST]},
+            "reason_trail": LIST,
+        },
+        FILTER_RULE_FIELDS,
+    ),
+    "FilterBody": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "priority": {"type": "integer", "minimum": 0},
+            "predicates": {"type": "array", "items": {"type": "array"}},
+            "action": {
+                "oneOf": [
+                    {"type": "string", "enum": ["ACCEPT", "PAUSE", "REJECT", "CONTINUE"]},
+                    {
+                        "type": "array",
+                        "prefixItems": [{"const": "RATE_LIMIT"}, {"type": "integer", "minimum": 1}],
+                        "minItems": 2,
+                        "maxItems": 2,
+                    },
+                ]
+            },
+            "reason": {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "prefixItems": [STR, STR, INT],
+                    "minItems": 3,
+                    "maxItems": 3,
+                },
+            },
+        },
+    },
+    "WaitBody": {
+        "type": "object",
+        "required": ["fields"],
+        "properties": {
+            "fields": {"type": "array", "items": {"type": "string", "enum": J_FIELDS}},
+            "previous_job_info": {"type": ["array", "null"]},
+            "previous_log_serial": {"type": ["integer", "null"]},
+        },
+    },
+    "JobChange": {
+        "oneOf": [
+            {"type": "null"},
+            obj({"job_info": LIST, "log_entries": LIST}, ["job_info", "log_entries"]),
+        ]
+    },
+}
+
+BULK = Param("bulk", "query", {"type": "integer", "enum": [0, 1]}, "1 for full objects")
+JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1}, "job id")
+UUID = Param("uuid", "path", {"type": "string", "format": "uuid"}, "filter rule uuid")
+NAME = Param("name", "path", {"type": "string"}, "name (or uuid)")
+
+
+def list_of(item: str, bulk_item: str) -> dict[str, Any]:
+    """A list answer: plain items (`?bulk=0`) or full objects (`?bulk=1`)."""
+    return {"type": "array", "items": {"oneOf": [ref(item), ref(bulk_item)]}}
