@@ -1,0 +1,92 @@
+"""Following a drain's jobs: their new statuses become record changes and events.
+
+The shell hands the core a `JobFacts` for every job id the drain records (status as in
+§6.1, and the error text of a failed or canceled job).  Each change of status is turned
+into the event Nomad's users would expect (`web3: migrating to node2`, `web3: migrated to
+node2`, `web3: blocked: no node has room …`) and into the record's state: a failed move
+marks its instance blocked, a finished shutdown adds it to `shut_down`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from luxid.drains.record import Blocked, DrainJob, DrainRecord, with_events
+
+
+class JobFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A job as luxid knows it: its status and, if it failed or was canceled, why."""
+
+    status: str
+    error: str | None = None
+
+
+def _why(facts: JobFacts) -> str:
+    return facts.error or f"job {facts.status}"
+
+
+def _transition(
+    record: DrainRecord, job: DrainJob, facts: JobFacts, blocked: dict[str, Blocked]
+) -> str | None:
+    """The event for `job` reaching `facts.status`; updates `blocked` for failed moves."""
+    status, inst, node = facts.status, job.instance, job.node
+    if job.kind == "job":
+        return f"job {job.id}: {status}" if status in ("success", "error", "canceled") else None
+    if job.kind in ("drained", "undrained"):
+        flag = "drained" if job.kind == "drained" else "not drained"
+        if status == "success":
+            return f"{record.node}: marked {flag}"
+        if status in ("error", "canceled"):
+            return f"{record.node}: could not be marked {flag} (job {job.id}): {_why(facts)}"
+        return None
+    verb = {"migrate": ("migrating", "migrated"), "failover": ("failing over", "failed over")}
+    if job.kind in verb:
+        going, gone = verb[job.kind]
+        if status == "running":
+            return f"{inst}: {going} to {job.node or 'another node'}"
+        if status == "success":
+            return f"{inst}: {gone} to {node or 'another node'}"
+        if status == "canceled" and job.id in record.cancel_sent:
+            return f"{inst}: {job.kind} job {job.id} canceled"
+        if status in ("error", "canceled") and inst is not None:
+            # Not retried until the room on the cluster changes (the key is filled in by
+            # the pass that sees this, from the view it plans with).
+            blocked[inst] = Blocked(reason=_why(facts))
+            return f"{inst}: blocked: {_why(facts)}"
+        return None
+    # shutdown
+    if status == "success":
+        return f"{inst}: shut down (no node can take it)"
+    if status in ("error", "canceled"):
+        return f"{inst}: shutdown failed (job {job.id}): {_why(facts)}"
+    return None
+
+
+def refresh(record: DrainRecord, jobs: Mapping[int, JobFacts], now: float) -> DrainRecord:
+    """The record with its jobs' statuses taken from `jobs`, and an event per change.
+
+    Jobs `jobs` does not mention keep their last known status.
+    """
+    changed: list[DrainJob] = []
+    events: list[str] = []
+    blocked = dict(record.blocked)
+    shut_down = list(record.shut_down)
+    for job in record.jobs:
+        facts = jobs.get(job.id)
+        if facts is None or facts.status == job.status or not job.unfinished:
+            changed.append(job)
+            continue
+        event = _transition(record, job, facts, blocked)
+        if event is not None:
+            events.append(event)
+        if job.kind == "shutdown" and facts.status == "success" and job.instance:
+            shut_down.append(job.instance)
+        changed.append(msgspec.structs.replace(job, status=facts.status))
+    if not events and all(a is b for a, b in zip(changed, record.jobs, strict=True)):
+        return record
+    updated = msgspec.structs.replace(
+        record, jobs=tuple(changed), blocked=blocked, shut_down=tuple(shut_down)
+    )
+    return with_events(updated, now, *events)

@@ -1,0 +1,88 @@
+"""The queue drain core (SPEC §12.2) on worked examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from client import errors
+from luxid.drains import CancelJob, DeleteFilter, JobFacts, PutFilter, drain_status, queue
+from luxid.drains.effects import QUEUE_PREDICATES
+from luxid.drains.view import ClusterView
+
+NOW = 5000.0
+EMPTY = ClusterView(nodes={}, instances={})
+
+
+def started(mode: str = "hard", deadline: float | None = None):
+    record, effects = queue.drain_queue(None, NOW, mode=mode, deadline=deadline, message="m")
+    (put,) = effects
+    assert isinstance(put, PutFilter) and put.uuid is None
+    return queue.filter_set(record, "f-1", 40, [38, 39, 40], NOW), put
+
+
+@pytest.mark.parametrize(("mode", "action"), [("hard", "REJECT"), ("soft", "PAUSE")])
+def test_start_adds_the_watermark_rule(mode, action):
+    record, put = started(mode)
+    assert put.action == action and put.predicates == QUEUE_PREDICATES
+    assert put.reason[0][:2] == ["lw:drain", "m"]
+    assert record.status == "draining" and record.watermark == 40 and record.total == 3
+    status = drain_status(record, EMPTY, {})
+    assert (status.mode, status.total, status.remaining, status.jobs) == (mode, 3, 3, [38, 39, 40])
+
+
+def test_complete_when_every_job_up_to_the_watermark_finished():
+    record, _ = started()
+    jobs = {38: JobFacts(status="success"), 39: JobFacts(status="running")}
+    record, effects = queue.step(record, jobs, NOW + 1)
+    assert effects == [] and record.status == "draining"
+    assert drain_status(record, EMPTY, jobs).running == 1
+    jobs |= {39: JobFacts(status="error", error="x"), 40: JobFacts(status="canceled")}
+    record, _ = queue.step(record, jobs, NOW + 2)
+    assert record.status == "complete" and not record.deadline_reached
+    texts = [text for _, _, text in record.events]
+    assert texts[-1] == "all accepted jobs finished; queue drain complete"
+    assert "job 39: error" in texts
+
+
+def test_nothing_to_wait_for_completes_at_once():
+    record, _ = queue.drain_queue(None, NOW, mode="soft", deadline=None, message="")
+    record = queue.filter_set(record, "f-1", 7, [], NOW)
+    record, _ = queue.step(record, {}, NOW)
+    assert record.status == "complete"
+
+
+def test_deadline_cancels_then_kills_after_thirty_seconds():
+    record, _ = started(deadline=60)
+    jobs = {38: JobFacts(status="running"), 39: JobFacts(status="queued")}
+    record, effects = queue.step(record, jobs, NOW + 60)
+    assert effects == [CancelJob(target="queue", job_id=i) for i in (38, 39, 40)]
+    assert record.deadline_reached and record.kill_at == NOW + 90
+    jobs = {38: JobFacts(status="canceling"), 39: JobFacts(status="canceled"),
+            40: JobFacts(status="canceled")}  # fmt: skip
+    record, effects = queue.step(record, jobs, NOW + 61)
+    assert effects == []  # canceled once only
+    record, effects = queue.step(record, jobs, NOW + 90)
+    assert effects == [CancelJob(target="queue", job_id=38, kill=True)]
+    jobs[38] = JobFacts(status="error", error="killed")
+    record, effects = queue.step(record, jobs, NOW + 90.5)
+    assert record.status == "complete" and record.deadline_reached
+    assert record.events[-1][2] == "deadline reached; queue drain complete"
+
+
+def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
+    record, _ = started("soft")
+    again, effects = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
+    assert effects == [PutFilter(target="queue", uuid="f-1", action="REJECT",
+                                 reason=effects[0].reason)]  # fmt: skip
+    assert again.started_at == NOW and again.deadline == NOW + 35
+    done, effects = queue.undrain_queue(again, NOW + 6)
+    assert effects == [DeleteFilter(target="queue", uuid="f-1")]
+    assert done.status == "canceled" and done.filter_uuid is None
+    assert done.events[-1][2] == "queue undrained"
+
+
+def test_a_bad_mode_or_deadline_is_invalid_params():
+    with pytest.raises(errors.InvalidParams, match="mode"):
+        queue.drain_queue(None, NOW, mode="gentle", deadline=None, message="")
+    with pytest.raises(errors.InvalidParams, match="deadline"):
+        queue.drain_queue(None, NOW, mode="hard", deadline=float("nan"), message="")
