@@ -166,9 +166,7 @@ def submit(
             else f"deadline:drain-{record.node}"
         )
     op["reason"] = [["lw:drain", why, ts], [TAG_SOURCE, tag, ts]]
-    return Submit(
-        target=record.target, tag=tag, kind=kind, instance=instance, node=node, ops=[op]
-    )
+    return Submit(target=record.target, tag=tag, kind=kind, instance=instance, node=node, ops=[op])
 
 
 def _submitted_event(job: DrainJob, node: str) -> str:
@@ -212,6 +210,4 @@ def adopt_jobs(record: DrainRecord, tagged: Mapping[int, str], now: float) -> Dr
     if not found:
         return record
     record = msgspec.structs.replace(record, jobs=(*record.jobs, *found), updated_at=now)
-    return with_events(
-        record, now, *(f"job {job.id} found again after a restart" for job in found)
-    )
+    return with_events(record, now, *(f"job {job.id} found again after a restart" for job in found))

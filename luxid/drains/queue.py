@@ -59,8 +59,7 @@ def drain_queue(
     """
     if mode not in ACTION:
         raise InvalidParams(
-            f"param `mode`: must be \"hard\" (refuse new jobs) or \"soft\" (hold them), "
-            f"got {mode!r}",
+            f'param `mode`: must be "hard" (refuse new jobs) or "soft" (hold them), got {mode!r}',
             {"param": "mode"},
         )
     check_strategy(deadline, 1, 0)
@@ -143,14 +142,13 @@ def step(
         effects += [CancelJob(target=QUEUE_TARGET, job_id=i, kill=True) for i in running]
         if running:
             record = with_events(
-                record, now, f"{len(running)} jobs still running {KILL_AFTER:g} s after "
-                "the deadline: killed",
+                record,
+                now,
+                f"{len(running)} jobs still running {KILL_AFTER:g} s after the deadline: killed",
             )
     if not waiting:
         done = "deadline reached" if record.deadline_reached else "all accepted jobs finished"
-        record = msgspec.structs.replace(
-            record, status="complete", completed_at=now, kill_at=None
-        )
+        record = msgspec.structs.replace(record, status="complete", completed_at=now, kill_at=None)
         record = with_events(record, now, f"{done}; queue drain complete")
     return touched(old, record, now), effects
 
@@ -163,7 +161,11 @@ def undrain_queue(record: DrainRecord, now: float) -> tuple[DrainRecord, list[Ef
         effects.append(DeleteFilter(target=QUEUE_TARGET, uuid=record.filter_uuid))
     status = "canceled" if record.status == "draining" else record.status
     record = msgspec.structs.replace(
-        record, filter_uuid=None, status=status, kill_at=None, updated_at=now,
+        record,
+        filter_uuid=None,
+        status=status,
+        kill_at=None,
+        updated_at=now,
         completed_at=record.completed_at if record.completed_at is not None else now,
     )
     return with_events(record, now, "queue undrained"), effects

@@ -58,8 +58,7 @@ def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
     most = max(((n.mtotal - mem.get(n.name, 0), n.name) for n in candidates), default=None)
     tail = f"; most free: {most[1]} with {most[0]} MiB" if most else "; no node is eligible"
     raise NoRoom(
-        f"no node has room for {instance}: it needs {inst.memory} MiB and {inst.vcpus} CPUs"
-        + tail
+        f"no node has room for {instance}: it needs {inst.memory} MiB and {inst.vcpus} CPUs" + tail
     )
 
 

@@ -58,8 +58,11 @@ def check(world: World, effects: list, before: dict[str, str] | None = None) -> 
             and not unfinished
         ):
             raise AssertionError(f"{target} should be complete")
-        if record.status == "draining" and record.deadline_reached and marks and not (
-            marks[-1].unfinished
+        if (
+            record.status == "draining"
+            and record.deadline_reached
+            and marks
+            and not (marks[-1].unfinished)
         ):
             tried = {(j.kind, j.instance) for j in record.jobs}
             busy = {j.instance for j in unfinished}
