@@ -64,19 +64,10 @@ class Planner:
         self._key = None
 
 
-def moved_instances(record: DrainRecord) -> set[str]:
-    """The instances this drain moved (a migration or failover that succeeded)."""
-    return {
-        job.instance
-        for job in record.jobs
-        if job.kind in MOVES and job.status == "success" and job.instance
-    }
-
-
 def remaining(record: DrainRecord, view: ClusterView) -> list[str]:
     """The instances still to take off the node: on it in the view and not moved by the
     drain already (a view older than the move's end still shows them there)."""
-    moved = moved_instances(record)
+    moved = set(record.moved)
     return [name for name in view.on_node(record.node) if name not in moved]
 
 
@@ -84,7 +75,7 @@ def _cancels(record: DrainRecord, kinds: frozenset[str]) -> tuple[DrainRecord, l
     """Cancel the drain's queued and waiting jobs of `kinds` (each once)."""
     ids = [
         job.id
-        for job in record.jobs
+        for job in record.active
         if job.kind in kinds
         and job.status in ("queued", "waiting")
         and job.id not in record.cancel_sent
@@ -96,16 +87,19 @@ def _cancels(record: DrainRecord, kinds: frozenset[str]) -> tuple[DrainRecord, l
 
 
 def _migrations(
-    record: DrainRecord, view: ClusterView, now: float, plan: Planner, busy: set[str]
+    record: DrainRecord,
+    view: ClusterView,
+    left: list[str],
+    now: float,
+    plan: Planner,
+    busy: set[str],
 ) -> tuple[DrainRecord, list[Effect]]:
     """Start moves while fewer than max_parallel are unfinished."""
-    room = record.max_parallel - sum(
-        1 for job in record.jobs if job.kind == "migrate" and job.unfinished
-    )
+    room = record.max_parallel - sum(1 for job in record.active if job.kind == "migrate")
     effects: list[Effect] = []
     blocked = dict(record.blocked)
     events: list[str] = []
-    for name in remaining(record, view):
+    for name in left:
         if room <= 0:
             break
         if name in busy:
@@ -130,18 +124,23 @@ def _migrations(
 
 
 def _deadline_moves(
-    record: DrainRecord, view: ClusterView, now: float, plan: Planner, busy: set[str]
+    record: DrainRecord,
+    view: ClusterView,
+    left: list[str],
+    now: float,
+    plan: Planner,
+    busy: set[str],
 ) -> tuple[DrainRecord, list[Effect]]:
     """Fail over every instance still there; shut down what no node takes.
 
     Each instance gets at most one failover and one shutdown; one that was shut down
     stays (§12.1), and placement is asked again only when the room changed.
     """
-    tried = {(job.kind, job.instance) for job in record.jobs}
+    tried = {(job.kind, job.instance) for job in record.all_jobs()}
     effects: list[Effect] = []
     events: list[str] = []
     blocked = dict(record.blocked)
-    for name in remaining(record, view):
+    for name in left:
         if name in busy:
             continue
         if ("failover", name) not in tried and ("shutdown", name) not in tried:
@@ -180,25 +179,25 @@ def _draining(
         record = with_events(
             record, now, f"deadline passed: {len(effects)} queued migration jobs canceled"
         )
-    marks = [job for job in record.jobs if job.kind == "drained"]
-    if not marks:
-        return record, [*effects, submit(record, "drained", now)]
-    if marks[-1].unfinished:
+    if any(job.kind == "drained" for job in record.active):
         return record, effects
+    if not any(job.kind == "drained" for job in record.done):
+        return record, [*effects, submit(record, "drained", now)]
+    left = remaining(record, view)
     decide = _deadline_moves if record.deadline_reached else _migrations
-    record, more = decide(record, view, now, plan, busy)
+    record, more = decide(record, view, left, now, plan, busy)
     effects += more
-    if effects or record.unfinished_jobs():
+    if effects or record.active:
         return record, effects
     if record.deadline_reached:
-        failed_over = sum(1 for j in record.jobs if j.kind == "failover" and j.status == "success")
+        failed_over = sum(1 for j in record.done if j.kind == "failover" and j.status == "success")
         return _complete(
             record,
             now,
             f"deadline reached: {failed_over} instances failed over, "
             f"{len(record.shut_down)} shut down",
         ), []
-    if not remaining(record, view):
+    if not left:
         return _complete(record, now, "all instances moved; drain complete"), []
     return record, []
 
@@ -208,7 +207,7 @@ def _ended(record: DrainRecord, now: float) -> tuple[DrainRecord, list[Effect]]:
     effects: list[Effect] = []
     if record.status == "canceled":
         record, effects = _cancels(record, MOVES | {"drained"})
-    undrains = [job for job in record.jobs if job.kind == "undrained"]
+    undrains = [job for job in record.all_jobs() if job.kind == "undrained"]
     if record.undrain and not undrains:
         effects.append(submit(record, "undrained", now))
     return record, effects
@@ -229,10 +228,10 @@ def step(
     under_way = [
         (job.instance, job.node)
         for r in nodes
-        for job in r.jobs
-        if job.kind in MOVES and job.unfinished and job.instance and job.node
+        for job in r.active
+        if job.kind in MOVES and job.instance and job.node
     ]
-    busy = {job.instance for r in nodes for job in r.jobs if job.unfinished and job.instance}
+    busy = {job.instance for r in nodes for job in r.active if job.instance}
     draining = frozenset(r.node for r in nodes if r.status == "draining")
     plan = Planner(view.with_moves(under_way), draining, place)
     out: dict[str, DrainRecord] = {}

@@ -100,7 +100,7 @@ def drain_node(
         if priority != existing.priority:
             effects = [
                 ChangePriority(target=existing.target, job_id=job.id, priority=priority)
-                for job in existing.unfinished_jobs()
+                for job in existing.active
                 if job.kind in MOVES and job.status in ("queued", "waiting")
             ]
     else:
@@ -180,7 +180,7 @@ def _submitted_event(job: DrainJob, node: str) -> str:
 def record_submitted(record: DrainRecord, effect: Submit, job_id: int, now: float) -> DrainRecord:
     """The record once the shell submitted `effect` as job `job_id`."""
     job = DrainJob(id=job_id, kind=effect.kind, instance=effect.instance, node=effect.node)
-    record = msgspec.structs.replace(record, jobs=(*record.jobs, job), updated_at=now)
+    record = msgspec.structs.replace(record, active=(*record.active, job), updated_at=now)
     return with_events(record, now, _submitted_event(job, record.node))
 
 
@@ -190,7 +190,7 @@ def adopt_jobs(record: DrainRecord, tagged: Mapping[int, str], now: float) -> Dr
 
     `tagged` maps job ids to the text of their `lw:drain-job` reason entry.
     """
-    known = {job.id for job in record.jobs}
+    known = {job.id for job in record.all_jobs()}
     found: list[DrainJob] = []
     for job_id, tag in sorted(tagged.items()):
         parts = tag.split(" ")
@@ -209,5 +209,5 @@ def adopt_jobs(record: DrainRecord, tagged: Mapping[int, str], now: float) -> Dr
         )
     if not found:
         return record
-    record = msgspec.structs.replace(record, jobs=(*record.jobs, *found), updated_at=now)
+    record = msgspec.structs.replace(record, active=(*record.active, *found), updated_at=now)
     return with_events(record, now, *(f"job {job.id} found again after a restart" for job in found))

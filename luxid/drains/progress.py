@@ -3,8 +3,10 @@
 The shell hands the core a `JobFacts` for every job id the drain records (status as in
 §6.1, and the error text of a failed or canceled job).  Each change of status is turned
 into the event Nomad's users would expect (`web3: migrating to node2`, `web3: migrated to
-node2`, `web3: blocked: no node has room …`) and into the record's state: a failed move
-marks its instance blocked, a finished shutdown adds it to `shut_down`.
+node2`, `web3: blocked: no node has room …`) and into the record's state: a finished job
+moves from `active` to `done`, a successful move adds its instance to `moved`, a failed
+one marks it blocked, a finished shutdown adds it to `shut_down`.  Only the unfinished
+jobs are looked at, so a pass costs what is under way, not the drain's history.
 """
 
 from __future__ import annotations
@@ -69,24 +71,35 @@ def refresh(record: DrainRecord, jobs: Mapping[int, JobFacts], now: float) -> Dr
 
     Jobs `jobs` does not mention keep their last known status.
     """
-    changed: list[DrainJob] = []
+    changes = [
+        (job, facts)
+        for job in record.active
+        if (facts := jobs.get(job.id)) is not None and facts.status != job.status
+    ]
+    if not changes:
+        return record
     events: list[str] = []
     blocked = dict(record.blocked)
     shut_down = list(record.shut_down)
-    for job in record.jobs:
-        facts = jobs.get(job.id)
-        if facts is None or facts.status == job.status or not job.unfinished:
-            changed.append(job)
-            continue
+    moved = list(record.moved)
+    seen: dict[int, DrainJob] = {}
+    for job, facts in changes:
         event = _transition(record, job, facts, blocked)
         if event is not None:
             events.append(event)
-        if job.kind == "shutdown" and facts.status == "success" and job.instance:
-            shut_down.append(job.instance)
-        changed.append(msgspec.structs.replace(job, status=facts.status))
-    if not events and all(a is b for a, b in zip(changed, record.jobs, strict=True)):
-        return record
+        if facts.status == "success" and job.instance:
+            if job.kind == "shutdown":
+                shut_down.append(job.instance)
+            elif job.kind in ("migrate", "failover"):
+                moved.append(job.instance)
+        seen[job.id] = msgspec.structs.replace(job, status=facts.status)
+    now_jobs = [seen.get(job.id, job) for job in record.active]
     updated = msgspec.structs.replace(
-        record, jobs=tuple(changed), blocked=blocked, shut_down=tuple(shut_down)
+        record,
+        active=tuple(job for job in now_jobs if job.unfinished),
+        done=record.done + tuple(job for job in now_jobs if not job.unfinished),
+        moved=tuple(moved),
+        blocked=blocked,
+        shut_down=tuple(shut_down),
     )
     return with_events(updated, now, *events)

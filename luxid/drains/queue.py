@@ -97,15 +97,14 @@ def filter_set(
 ) -> DrainRecord:
     """The record once its rule is in place with `watermark`; `unfinished` are the ids of
     the jobs not yet finished with id <= watermark (the jobs the drain waits for)."""
-    known = {job.id for job in record.jobs}
+    known = {job.id for job in record.all_jobs()}
     added = tuple(DrainJob(id=i, kind="job") for i in sorted(set(unfinished) - known))
-    jobs = (*record.jobs, *added)
     record = msgspec.structs.replace(
         record,
         filter_uuid=uuid,
         watermark=watermark,
-        jobs=jobs,
-        total=sum(1 for job in jobs if job.id <= watermark),
+        active=(*record.active, *added),
+        total=sum(1 for job in (*record.all_jobs(), *added) if job.id <= watermark),
         updated_at=now,
     )
     verb = "refused" if record.mode == "hard" else "held"
@@ -125,7 +124,7 @@ def step(
     if record.status != "draining" or record.filter_uuid is None:
         return touched(old, record, now), []
     effects: list[Effect] = []
-    waiting = record.unfinished_jobs()
+    waiting = record.active
     if record.deadline is not None and now >= record.deadline and not record.deadline_reached:
         ids = [job.id for job in waiting if job.id not in record.cancel_sent]
         record = msgspec.structs.replace(

@@ -3,7 +3,8 @@
 A record carries the fields §12.1 names (target, status, started_at, updated_at, deadline,
 max_parallel, priority, message, deadline_reached, completed_at, events; serial_no, ctime
 and mtime as every config object) plus the state a restarted luxid needs to resume without
-moving an instance twice: the drain's jobs with their last seen status, the blocked
+moving an instance twice: the drain's jobs with their last seen status (the unfinished
+ones apart, so that a pass looks at those only), the instances it moved, the blocked
 instances with the capacity key they were refused under, the instances shut down at the
 deadline, the cancels already sent, and for the queue drain its mode, filter rule and
 watermark.  Everything here is plain data; the functions return new records.
@@ -74,7 +75,9 @@ class DrainRecord(msgspec.Struct, frozen=True, kw_only=True):
     mtime: float = 0.0
     # -- what resuming needs ---------------------------------------------------------
     mode: Mode | None = None  # queue drains only
-    jobs: tuple[DrainJob, ...] = ()
+    active: tuple[DrainJob, ...] = ()  # the unfinished jobs, as last seen
+    done: tuple[DrainJob, ...] = ()  # the finished ones
+    moved: tuple[str, ...] = ()  # the instances a migration or failover of it moved
     blocked: dict[str, Blocked] = {}
     shut_down: tuple[str, ...] = ()
     cancel_sent: tuple[int, ...] = ()
@@ -97,8 +100,9 @@ class DrainRecord(msgspec.Struct, frozen=True, kw_only=True):
     def last_event(self) -> int:
         return self.events[-1][0] if self.events else 0
 
-    def unfinished_jobs(self) -> list[DrainJob]:
-        return [job for job in self.jobs if job.unfinished]
+    def all_jobs(self) -> tuple[DrainJob, ...]:
+        """Every job of the drain, finished or not."""
+        return self.done + self.active
 
 
 def node_target(node: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from client.api.luxi import DrainStatus
-from luxid.drains.moves import moved_instances, remaining
+from luxid.drains.moves import remaining
 from luxid.drains.progress import JobFacts
 from luxid.drains.record import DrainRecord
 from luxid.drains.view import ClusterView
@@ -13,7 +13,7 @@ from luxid.drains.view import ClusterView
 
 def _running(record: DrainRecord, jobs: Mapping[int, JobFacts]) -> int:
     count = 0
-    for job in record.unfinished_jobs():
+    for job in record.active:
         facts = jobs.get(job.id)
         status = facts.status if facts is not None else job.status
         count += status in ("running", "canceling")
@@ -32,7 +32,7 @@ def drain_status(
     """
     if record.is_node:
         left = remaining(record, view)
-        total = len(moved_instances(record)) + len(left)
+        total = len(set(record.moved)) + len(left)
         waiting = set(left)
         blocked: list[list[str | int]] = [
             [name, b.reason] for name, b in sorted(record.blocked.items()) if name in waiting
@@ -40,7 +40,7 @@ def drain_status(
         count = len(left)
     else:
         total = record.total
-        count = len(record.unfinished_jobs())
+        count = len(record.active)
         blocked = []
     return DrainStatus(
         target=record.target,
@@ -58,5 +58,5 @@ def drain_status(
         running=_running(record, jobs),
         blocked=blocked,
         shut_down=list(record.shut_down),
-        jobs=[job.id for job in record.jobs],
+        jobs=[job.id for job in record.all_jobs()],
     )

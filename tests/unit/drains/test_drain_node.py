@@ -247,7 +247,7 @@ def test_after_a_restart_jobs_submitted_but_not_recorded_are_found_again():
     # luxid died after the submit, before the record was written: the job carries its tag
     tag = next(r[1] for r in move.ops[0]["reason"] if r[0] == "lw:drain-job")
     adopted = node.adopt_jobs(before, {2: tag}, world.now)
-    assert [(j.id, j.kind, j.instance, j.node) for j in adopted.jobs][-1] == (
+    assert [(j.id, j.kind, j.instance, j.node) for j in adopted.active][-1] == (
         2, "migrate", "web1", move.node
     )  # fmt: skip
     world.records["node/node1"] = adopted

@@ -40,16 +40,18 @@ def check(world: World, effects: list, before: dict[str, str] | None = None) -> 
     """The invariants after a pass; `before`: each drain's status before it."""
     submitted = Counter(e.target for e in effects if isinstance(e, Submit) and e.kind == "migrate")
     for target, record in world.records.items():
-        migrating = [j for j in record.jobs if j.kind == "migrate" and j.unfinished]
+        migrating = [j for j in record.active if j.kind == "migrate"]
         if submitted[target]:
             assert len(migrating) <= record.max_parallel, (target, record.max_parallel)
         left = remaining(record, world.view)
         # (the undrain job of a drain disabled after it completed is not part of the drain)
-        unfinished = [j for j in record.unfinished_jobs() if j.kind != "undrained"]
+        unfinished = [j for j in record.active if j.kind != "undrained"]
         just_completed = record.status == "complete" and (before or {}).get(target) != "complete"
         if just_completed and not record.deadline_reached:
             assert not left and not unfinished
-        marks = [j for j in record.jobs if j.kind == "drained"]
+        assert all(j.unfinished for j in record.active)
+        assert not any(j.unfinished for j in record.done)
+        marks = [j for j in record.all_jobs() if j.kind == "drained"]
         if (
             record.status == "draining"
             and marks
@@ -64,7 +66,7 @@ def check(world: World, effects: list, before: dict[str, str] | None = None) -> 
             and marks
             and not (marks[-1].unfinished)
         ):
-            tried = {(j.kind, j.instance) for j in record.jobs}
+            tried = {(j.kind, j.instance) for j in record.all_jobs()}
             busy = {j.instance for j in unfinished}
             for name in left:
                 inst = world.view.instances[name]
