@@ -10,6 +10,26 @@ from client import errors
 from luxid.drains import ChangePriority, Submit, drain_status, node
 from luxid.drains.effects import CancelJob
 
+# DrainStatus as SPEC §12.3 lists it
+SPEC_FIELDS = [
+    "target",
+    "status",
+    "started_at",
+    "updated_at",
+    "deadline",
+    "max_parallel",
+    "mode",
+    "message",
+    "deadline_reached",
+    "completed_at",
+    "total",
+    "remaining",
+    "running",
+    "blocked",
+    "shut_down",
+    "jobs",
+]
+
 
 def three_nodes(*instances: str, memory: int = 1024) -> World:
     return World(
@@ -161,6 +181,7 @@ def test_deadline_cancels_queued_moves_fails_over_the_rest_and_shuts_down_what_c
         f"deadline reached: {len(failovers)} instances failed over, 1 shut down"
     )
     status = drain_status(record, world.view, world.jobs)
+    assert list(msgspec.to_builtins(status)) == SPEC_FIELDS
     assert status.remaining == 1 and status.shut_down == ["big"] and status.total == 4
 
 

@@ -11,6 +11,7 @@ After every pass:
   job of it is unfinished;
 - after the deadline every instance still on the node has been acted on (a job under
   way, a failover or shutdown tried, or it is stopped and no node can take it);
+- the record survives its trip through JSON (wconfd stores it);
 - the core reaches quiescence (no effects) in a bounded number of passes: no retry loop.
 """
 
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import msgspec
 from drains_testlib import FINAL, World, cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from luxid.drains import Submit
+from luxid.drains import DrainRecord, Submit
 from luxid.drains.moves import remaining
 
 ACTIONS = st.sampled_from(
@@ -40,6 +42,8 @@ def check(world: World, effects: list, before: dict[str, str] | None = None) -> 
     """The invariants after a pass; `before`: each drain's status before it."""
     submitted = Counter(e.target for e in effects if isinstance(e, Submit) and e.kind == "migrate")
     for target, record in world.records.items():
+        # what wconfd stores and a restarted luxid reads back is the same record
+        assert msgspec.json.decode(msgspec.json.encode(record), type=DrainRecord) == record
         migrating = [j for j in record.active if j.kind == "migrate"]
         if submitted[target]:
             assert len(migrating) <= record.max_parallel, (target, record.max_parallel)
