@@ -144,12 +144,13 @@ def _deadline_moves(
         if name in busy:
             continue
         if ("failover", name) not in tried and ("shutdown", name) not in tried:
+            # Every instance gets a failover try at the deadline, whatever blocked it before.
             before = blocked.get(name)
-            if before is None or before.key != plan.key:
+            if before is None or not before.at_deadline or before.key != plan.key:
                 try:
                     target = plan.place(name, record.node)
                 except NoRoom as exc:
-                    blocked[name] = Blocked(reason=exc.message, key=plan.key)
+                    blocked[name] = Blocked(reason=exc.message, key=plan.key, at_deadline=True)
                     events.append(f"{name}: no node can take it: {exc.message}")
                 else:
                     blocked.pop(name, None)

@@ -50,10 +50,12 @@ class DrainJob(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Blocked(msgspec.Struct, frozen=True, kw_only=True):
-    """Why an instance cannot move now, and the capacity key it was refused under."""
+    """Why an instance cannot move now, the capacity key it was refused under, and whether
+    that was a failover at the deadline (or a migration before it)."""
 
     reason: str
     key: str | None = None
+    at_deadline: bool = False
 
 
 class DrainRecord(msgspec.Struct, frozen=True, kw_only=True):

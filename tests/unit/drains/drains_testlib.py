@@ -24,6 +24,7 @@ from luxid.drains import (
     moves,
     node,
 )
+from luxid.drains.effects import TAG_SOURCE
 from luxid.drains.view import InstanceFacts, NodeFacts
 
 FINAL = ("success", "error", "canceled")
@@ -121,7 +122,22 @@ class World:
         )
         return self.step()
 
-    def apply(self, effects: Iterable[Effect]) -> None:
+    def crash_step(self, carried_out: int) -> None:
+        """luxid dies in a pass: the first `carried_out` effects were applied, the new
+        records were not written.  It restarts and finds its jobs again by their tags."""
+        _, effects = moves.step(self.records, self.view, self.jobs, self.now, place)
+        self.apply(effects[:carried_out], record=False)
+        for target, record in self.records.items():
+            tags = {
+                job_id: entry[1]
+                for job_id, op in self.ops.items()
+                for entry in op.get("reason", [])
+                if entry[0] == TAG_SOURCE and entry[1].startswith(target + " ")
+            }
+            self.records[target] = node.adopt_jobs(record, tags, self.now)
+
+    def apply(self, effects: Iterable[Effect], *, record: bool = True) -> None:
+        """Carry out effects; `record`: report submitted jobs to their drain."""
         for effect in effects:
             self.log.append(effect)
             if isinstance(effect, Submit):
@@ -129,9 +145,10 @@ class World:
                 self.next_id += 1
                 self.jobs[job_id] = JobFacts(status="queued")
                 self.ops[job_id] = effect.ops[0]
-                self.records[effect.target] = node.record_submitted(
-                    self.records[effect.target], effect, job_id, self.now
-                )
+                if record:
+                    self.records[effect.target] = node.record_submitted(
+                        self.records[effect.target], effect, job_id, self.now
+                    )
             elif isinstance(effect, CancelJob):
                 status = self.jobs[effect.job_id].status
                 if status in ("queued", "waiting"):

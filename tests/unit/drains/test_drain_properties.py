@@ -2,7 +2,9 @@
 
 A random cluster, one or two drains, and a random sequence of events — jobs starting,
 succeeding or failing, nodes added, instances stopped or removed, time passing past the
-deadline, strategy updates, cancels — with the core's effects applied as luxid would.
+deadline, strategy updates, cancels, luxid dying in a pass after carrying out some of its
+effects but before writing the records (it then finds its jobs again by their reason
+tags) — with the core's effects applied as luxid would.
 After every pass:
 
 - the core never submits a migration that makes more than max_parallel unfinished;
@@ -141,4 +143,7 @@ def test_random_histories_keep_the_drain_invariants(data):
                             max_parallel=data.draw(st.integers(1, 3)))  # fmt: skip
         elif action == "cancel":
             world.cancel("node1", keep_drained=data.draw(st.booleans()))
+        crash = data.draw(st.sampled_from([None, None, None, 0, 1, 2]), label="crash after")
+        if crash is not None:
+            world.crash_step(crash)
         step(world)
