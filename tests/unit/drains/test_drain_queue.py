@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from client import errors
 from luxid.drains import CancelJob, DeleteFilter, JobFacts, PutFilter, drain_status, queue
@@ -10,6 +14,7 @@ from luxid.drains.effects import QUEUE_PREDICATES
 from luxid.drains.view import ClusterView
 
 NOW = 5000.0
+FINAL = ("success", "error", "canceled")
 EMPTY = ClusterView(nodes={}, instances={})
 
 
@@ -86,3 +91,47 @@ def test_a_bad_mode_or_deadline_is_invalid_params():
         queue.drain_queue(None, NOW, mode="gentle", deadline=None, message="")
     with pytest.raises(errors.InvalidParams, match="deadline"):
         queue.drain_queue(None, NOW, mode="hard", deadline=float("nan"), message="")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 40), unique=True, max_size=8),
+    st.sampled_from([None, 0.0, 20.0]),
+    st.lists(
+        st.tuples(
+            st.integers(0, 7),
+            st.sampled_from(["running", "success", "error"]),
+            st.sampled_from([0.0, 5.0, 31.0]),
+        )
+    ),
+)
+def test_random_queue_histories(waited, deadline, history):
+    """Cancels once, kills only 30 s after the deadline and only what still runs,
+    complete exactly when nothing it waits for is unfinished."""
+    record, _ = queue.drain_queue(None, NOW, mode="hard", deadline=deadline, message="")
+    record = queue.filter_set(record, "f-1", 40, waited, NOW)
+    jobs = {i: JobFacts(status="queued") for i in waited}
+    now, canceled, killed = NOW, Counter[int](), Counter[int]()
+    for index, new_status, advance in [(0, "queued", 0.0), *history]:
+        now += advance
+        if waited and jobs[waited[index % len(waited)]].status not in FINAL:
+            jobs[waited[index % len(waited)]] = JobFacts(status=new_status)
+        effects = [None]
+        while effects:  # the shell steps again after carrying out effects (job ends)
+            record, effects = queue.step(record, jobs, now)
+            for effect in effects:
+                assert isinstance(effect, CancelJob) and effect.job_id in waited
+                if effect.kill:
+                    assert deadline is not None and now >= NOW + deadline + 30
+                    assert jobs[effect.job_id].status == "running"
+                    killed[effect.job_id] += 1
+                else:
+                    assert deadline is not None and now >= NOW + deadline
+                    canceled[effect.job_id] += 1
+                    if jobs[effect.job_id].status == "queued":
+                        jobs[effect.job_id] = JobFacts(status="canceled")
+        assert max(canceled.values(), default=0) <= 1 and max(killed.values(), default=0) <= 1
+        unfinished = [i for i in waited if jobs[i].status not in FINAL]
+        assert (record.status == "complete") == (not unfinished)
+        assert drain_status(record, EMPTY, jobs).remaining == len(unfinished)
+    assert record.total == len(waited)
