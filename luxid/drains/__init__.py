@@ -13,6 +13,19 @@ that may matter; the core returns new records and `effects` for the shell to app
 - `status`: `DrainStatus` for `query_drains` and friends.
 - `timers`: the deadline heap.
 - `effects`: what the shell is asked to do.
+
+How the shell runs it (one decision path, event-driven):
+
+1. Inputs of a pass: the records; `view_from_config(config)`, at least as new as the job
+   ends it is fed with; `JobFacts` (status, error text) for every id in each record's
+   `active`; `now`; the §7.1 placement wrapped to raise `NoRoom`.
+2. Passes run on: a drain job's status change, a configuration change, an operator call,
+   a timer of the `DeadlineHeap` (`next_timer(record)` after every write), and again
+   after carrying out effects.  Never on a timer alone.
+3. Carry out the effects first (reporting each Submit with `node.record_submitted`, each
+   PutFilter with `queue.filter_set`), then write the changed records to wconfd: a crash
+   in between leaves jobs the restart re-finds by their `lw:drain-job` reason tag
+   (`node.adopt_jobs`), and cancels that are simply sent again.
 """
 
 from luxid.drains import moves, node, queue
