@@ -4,8 +4,8 @@
   with `submit_refused`) before the next step, so the core never asks twice.
 - `CancelJob`: `cancel_job(job_id, kill)` (§6.2).
 - `ChangePriority`: `change_job_priority(job_id, priority)` for a drain job still queued.
-- `PutFilter`: add (uuid None) or replace the queue drain's filter rule with the §12.2
-  predicates and `action`; report its uuid and watermark with `queue.filter_set`.
+- `PutFilter`: add or replace (upsert, §6.2) the queue drain's filter rule `uuid` with the
+  §12.2 predicates and `action`; report its watermark with `queue.filter_set`.
 - `DeleteFilter`: remove the queue drain's rule.
 
 Every effect names the drain (`target`) it belongs to.
@@ -59,7 +59,7 @@ class PutFilter(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Add or replace the queue drain's filter rule."""
 
     target: str
-    uuid: str | None
+    uuid: str
     action: str
     reason: list[list[Any]]
     predicates: list[Any] = msgspec.field(default_factory=lambda: list(QUEUE_PREDICATES))

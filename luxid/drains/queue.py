@@ -6,13 +6,17 @@ accepted before it (id <= watermark) run as usual; the drain is complete when no
 them is unfinished.  At the deadline they are canceled, and those still running 30 s later
 are killed.  `undrain_queue` removes the rule.
 
-The shell applies `PutFilter` through its own `replace_filter` (which sets the watermark)
-and reports the rule with `filter_set`, passing the ids of the unfinished jobs up to the
-watermark: those are the jobs the drain waits for.
+The rule's uuid is derived from the drain's start, so putting it again (after a crash, or
+to change the mode or message) replaces the same rule instead of adding a second one.
+A pass puts the rule while its watermark is not known; the shell applies `PutFilter`
+through its own `replace_filter` (which sets the watermark) and reports it with
+`filter_set`, passing the ids of the unfinished jobs up to the watermark: those are the
+jobs the drain waits for.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 
 import msgspec
@@ -33,10 +37,16 @@ from luxid.drains.record import (
 )
 
 ACTION: dict[Mode, str] = {"hard": "REJECT", "soft": "PAUSE"}
+_RULE_NAMESPACE = uuid.UUID("5d0c6f44-8f2b-4c55-9a53-0f1f5e0d7a11")
+
+
+def rule_uuid(started_at: float) -> str:
+    """The uuid of the filter rule of the queue drain started at `started_at`."""
+    return str(uuid.uuid5(_RULE_NAMESPACE, repr(started_at)))
 
 
 def _put_filter(record: DrainRecord, now: float) -> PutFilter:
-    assert record.mode is not None
+    assert record.mode is not None and record.filter_uuid is not None
     return PutFilter(
         target=QUEUE_TARGET,
         uuid=record.filter_uuid,
@@ -52,10 +62,10 @@ def drain_queue(
     mode: str,
     deadline: float | None,
     message: str,
-) -> tuple[DrainRecord, list[Effect]]:
+) -> DrainRecord:
     """Start a queue drain, or change the one in effect (mode, deadline, message).
 
-    A changed mode or message replaces the rule (and so moves its watermark, §6.3).
+    A changed mode or message puts the rule again (which moves its watermark, §6.3).
     """
     if mode not in ACTION:
         raise InvalidParams(
@@ -74,10 +84,9 @@ def drain_queue(
             record = msgspec.structs.replace(
                 record, status="draining", deadline_reached=False, completed_at=None
             )
-        effects: list[Effect] = []
         if (mode, message) != (existing.mode, existing.message):
-            effects.append(_put_filter(record, now))
-        return with_events(record, now, event), effects
+            record = msgspec.structs.replace(record, watermark=None)
+        return with_events(record, now, event)
     record = DrainRecord(
         target=QUEUE_TARGET,
         started_at=now,
@@ -85,15 +94,16 @@ def drain_queue(
         deadline=absolute,
         message=message,
         mode=mode,
+        filter_uuid=rule_uuid(now),
         events=existing.events if existing else (),
         serial_no=existing.serial_no if existing else 0,
         ctime=existing.ctime if existing else 0.0,
     )
-    return with_events(record, now, event), [_put_filter(record, now)]
+    return with_events(record, now, event)
 
 
 def filter_set(
-    record: DrainRecord, uuid: str, watermark: int, unfinished: Iterable[int], now: float
+    record: DrainRecord, watermark: int, unfinished: Iterable[int], now: float
 ) -> DrainRecord:
     """The record once its rule is in place with `watermark`; `unfinished` are the ids of
     the jobs not yet finished with id <= watermark (the jobs the drain waits for)."""
@@ -101,7 +111,6 @@ def filter_set(
     added = tuple(DrainJob(id=i, kind="job") for i in sorted(set(unfinished) - known))
     record = msgspec.structs.replace(
         record,
-        filter_uuid=uuid,
         watermark=watermark,
         active=(*record.active, *added),
         total=sum(1 for job in (*record.all_jobs(), *added) if job.id <= watermark),
@@ -111,7 +120,8 @@ def filter_set(
     return with_events(
         record,
         now,
-        f"filter {uuid}: jobs after {watermark} are {verb}; waiting for {len(added)} jobs",
+        f"filter {record.filter_uuid}: jobs after {watermark} are {verb}; "
+        f"waiting for {len(added)} jobs",
     )
 
 
@@ -123,6 +133,8 @@ def step(
     record = refresh(record, jobs, now)
     if record.status != "draining" or record.filter_uuid is None:
         return touched(old, record, now), []
+    if record.watermark is None:
+        return touched(old, record, now), [_put_filter(record, now)]
     effects: list[Effect] = []
     waiting = record.active
     if record.deadline is not None and now >= record.deadline and not record.deadline_reached:

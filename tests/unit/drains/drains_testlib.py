@@ -158,8 +158,7 @@ class World:
             elif isinstance(effect, ChangePriority):
                 self.ops[effect.job_id]["priority"] = effect.priority
             elif isinstance(effect, PutFilter):
-                uuid = effect.uuid or f"filter-{len(self.filters) + 1}"
-                self.filters[uuid] = effect.action
+                self.filters[effect.uuid] = effect.action
             elif isinstance(effect, DeleteFilter):
                 del self.filters[effect.uuid]
 

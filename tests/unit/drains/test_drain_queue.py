@@ -19,10 +19,11 @@ EMPTY = ClusterView(nodes={}, instances={})
 
 
 def started(mode: str = "hard", deadline: float | None = None):
-    record, effects = queue.drain_queue(None, NOW, mode=mode, deadline=deadline, message="m")
+    record = queue.drain_queue(None, NOW, mode=mode, deadline=deadline, message="m")
+    record, effects = queue.step(record, {}, NOW)
     (put,) = effects
-    assert isinstance(put, PutFilter) and put.uuid is None
-    return queue.filter_set(record, "f-1", 40, [38, 39, 40], NOW), put
+    assert isinstance(put, PutFilter) and put.uuid == record.filter_uuid
+    return queue.filter_set(record, 40, [38, 39, 40], NOW), put
 
 
 @pytest.mark.parametrize(("mode", "action"), [("hard", "REJECT"), ("soft", "PAUSE")])
@@ -50,8 +51,8 @@ def test_complete_when_every_job_up_to_the_watermark_finished():
 
 
 def test_nothing_to_wait_for_completes_at_once():
-    record, _ = queue.drain_queue(None, NOW, mode="soft", deadline=None, message="")
-    record = queue.filter_set(record, "f-1", 7, [], NOW)
+    record = queue.drain_queue(None, NOW, mode="soft", deadline=None, message="")
+    record = queue.filter_set(record, 7, [], NOW)
     record, _ = queue.step(record, {}, NOW)
     assert record.status == "complete"
 
@@ -75,15 +76,30 @@ def test_deadline_cancels_then_kills_after_thirty_seconds():
 
 
 def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
-    record, _ = started("soft")
-    again, effects = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
-    assert effects == [PutFilter(target="queue", uuid="f-1", action="REJECT",
-                                 reason=effects[0].reason)]  # fmt: skip
+    record, first = started("soft")
+    again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
     assert again.started_at == NOW and again.deadline == NOW + 35
+    again, effects = queue.step(again, {}, NOW + 5)
+    # the same rule, put again with the new action (not a second rule)
+    assert effects == [PutFilter(target="queue", uuid=first.uuid, action="REJECT",
+                                 reason=effects[0].reason)]  # fmt: skip
+    again = queue.filter_set(again, 45, [38, 39, 40, 44], NOW + 5)
+    assert again.total == 4
     done, effects = queue.undrain_queue(again, NOW + 6)
-    assert effects == [DeleteFilter(target="queue", uuid="f-1")]
+    assert effects == [DeleteFilter(target="queue", uuid=first.uuid)]
     assert done.status == "canceled" and done.filter_uuid is None
     assert done.events[-1][2] == "queue undrained"
+    new = queue.drain_queue(done, NOW + 7, mode="hard", deadline=None, message="")
+    assert new.filter_uuid not in (None, first.uuid) and new.started_at == NOW + 7
+
+
+def test_the_rule_is_put_again_until_its_watermark_is_known():
+    """A crash between putting the rule and writing the record: the restarted pass puts
+    the same rule again (an upsert), never a second one."""
+    record = queue.drain_queue(None, NOW, mode="hard", deadline=None, message="")
+    _, first = queue.step(record, {}, NOW)
+    _, again = queue.step(record, {}, NOW + 1)
+    assert [e.uuid for e in first + again] == [record.filter_uuid] * 2
 
 
 def test_a_bad_mode_or_deadline_is_invalid_params():
@@ -108,8 +124,8 @@ def test_a_bad_mode_or_deadline_is_invalid_params():
 def test_random_queue_histories(waited, deadline, history):
     """Cancels once, kills only 30 s after the deadline and only what still runs,
     complete exactly when nothing it waits for is unfinished."""
-    record, _ = queue.drain_queue(None, NOW, mode="hard", deadline=deadline, message="")
-    record = queue.filter_set(record, "f-1", 40, waited, NOW)
+    record = queue.drain_queue(None, NOW, mode="hard", deadline=deadline, message="")
+    record = queue.filter_set(record, 40, waited, NOW)
     jobs = {i: JobFacts(status="queued") for i in waited}
     now, canceled, killed = NOW, Counter[int](), Counter[int]()
     for index, new_status, advance in [(0, "queued", 0.0), *history]:
