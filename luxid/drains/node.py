@@ -17,6 +17,7 @@ import msgspec
 from client.errors import InvalidParams, NotFound
 from luxid.drains.effects import TAG_SOURCE, ChangePriority, Effect, Submit
 from luxid.drains.record import (
+    JOB_NOUN,
     MOST_URGENT,
     DrainJob,
     DrainRecord,
@@ -34,11 +35,6 @@ _OP_OF: dict[JobKind, str] = {
     "migrate": "OP_INSTANCE_MIGRATE",
     "failover": "OP_INSTANCE_FAILOVER",
     "shutdown": "OP_INSTANCE_SHUTDOWN",
-}
-_NOUN: dict[JobKind, str] = {
-    "migrate": "migration",
-    "failover": "failover",
-    "shutdown": "shutdown",
 }
 
 
@@ -174,7 +170,7 @@ def _submitted_event(job: DrainJob, node: str) -> str:
         return f"job {job.id} submitted: mark {node} drained"
     if job.kind == "undrained":
         return f"job {job.id} submitted: mark {node} not drained"
-    return f"{job.instance}: {_NOUN[job.kind]} job {job.id} submitted"
+    return f"{job.instance}: {JOB_NOUN[job.kind]} job {job.id} submitted"
 
 
 def record_submitted(record: DrainRecord, effect: Submit, job_id: int, now: float) -> DrainRecord:

@@ -15,7 +15,24 @@ from collections.abc import Mapping
 
 import msgspec
 
-from luxid.drains.record import Blocked, DrainJob, DrainRecord, with_events
+from luxid.drains.record import (
+    FINALIZED,
+    JOB_NOUN,
+    Blocked,
+    DrainJob,
+    DrainRecord,
+    JobKind,
+    with_events,
+)
+
+_GOING: dict[JobKind, str] = {"migrate": "migrating", "failover": "failing over"}
+_DONE: dict[JobKind, str] = {
+    "migrate": "migrated",
+    "failover": "failed over",
+    "shutdown": "shut down (no node can take it)",
+    "drained": "marked drained",
+    "undrained": "marked not drained",
+}
 
 
 class JobFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,37 +50,24 @@ def _transition(
     record: DrainRecord, job: DrainJob, facts: JobFacts, blocked: dict[str, Blocked]
 ) -> str | None:
     """The event for `job` reaching `facts.status`; updates `blocked` for failed moves."""
-    status, inst, node = facts.status, job.instance, job.node
-    if job.kind == "job":
-        return f"job {job.id}: {status}" if status in ("success", "error", "canceled") else None
-    if job.kind in ("drained", "undrained"):
-        flag = "drained" if job.kind == "drained" else "not drained"
-        if status == "success":
-            return f"{record.node}: marked {flag}"
-        if status in ("error", "canceled"):
-            return f"{record.node}: could not be marked {flag} (job {job.id}): {_why(facts)}"
-        return None
-    verb = {"migrate": ("migrating", "migrated"), "failover": ("failing over", "failed over")}
-    if job.kind in verb:
-        going, gone = verb[job.kind]
-        if status == "running":
-            return f"{inst}: {going} to {job.node or 'another node'}"
-        if status == "success":
-            return f"{inst}: {gone} to {node or 'another node'}"
-        if status == "canceled" and job.id in record.cancel_sent:
-            return f"{inst}: {job.kind} job {job.id} canceled"
-        if status in ("error", "canceled") and inst is not None:
-            # Not retried until the room on the cluster changes (the key is filled in by
-            # the pass that sees this, from the view it plans with).
-            blocked[inst] = Blocked(reason=_why(facts))
-            return f"{inst}: blocked: {_why(facts)}"
-        return None
-    # shutdown
+    status, kind = facts.status, job.kind
+    who = job.instance or record.node
+    if kind == "job":
+        return f"job {job.id}: {status}" if status in FINALIZED else None
+    if status == "canceled" and job.id in record.cancel_sent:
+        return f"{who}: {JOB_NOUN[kind]} job {job.id} canceled"
+    if status == "running" and kind in _GOING:
+        return f"{who}: {_GOING[kind]} to {job.node or 'another node'}"
     if status == "success":
-        return f"{inst}: shut down (no node can take it)"
-    if status in ("error", "canceled"):
-        return f"{inst}: shutdown failed (job {job.id}): {_why(facts)}"
-    return None
+        return f"{who}: {_DONE[kind]}" + (f" to {job.node}" if job.node else "")
+    if status not in FINALIZED:
+        return None
+    if kind == "migrate" and job.instance is not None:
+        # Not retried until the room on the cluster changes (the key is filled in by the
+        # pass that sees this, from the view it plans with).
+        blocked[job.instance] = Blocked(reason=_why(facts))
+        return f"{who}: blocked: {_why(facts)}"
+    return f"{who}: {JOB_NOUN[kind]} job {job.id} {status}: {_why(facts)}"
 
 
 def refresh(record: DrainRecord, jobs: Mapping[int, JobFacts], now: float) -> DrainRecord:

@@ -31,6 +31,15 @@ Mode: TypeAlias = Literal["hard", "soft"]
 # drained/undrained: OP_NODE_SET_PARAMS; migrate/failover/shutdown: a move of `instance`;
 # job: a job accepted before a queue drain (id <= watermark) that the drain waits for.
 JobKind: TypeAlias = Literal["drained", "undrained", "migrate", "failover", "shutdown", "job"]
+# How events name a drain's jobs: `web3: migration job 41 submitted`.
+JOB_NOUN: Final[dict[JobKind, str]] = {
+    "drained": "drain-marking",
+    "undrained": "undrain-marking",
+    "migrate": "migration",
+    "failover": "failover",
+    "shutdown": "shutdown",
+    "job": "queued",
+}
 # [serial, timestamp, message]
 Event: TypeAlias = tuple[int, float, str]
 
