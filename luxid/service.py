@@ -160,3 +160,45 @@ class LuxidService(CommonMethods):
     async def job_report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         return await self.queue.report(conn, job_id, event)
 
+
+    # -- drains (SPEC §12): declared, not served yet ------------------------------------
+    #
+    # The drain core (luxid.drains) is wired into the queue in a later change; until then
+    # these answer exactly what a luxid without them answered: MethodNotFound.
+
+    @staticmethod
+    def _no_drains(method: str) -> errors.MethodNotFound:
+        return errors.MethodNotFound(
+            f"{method}: this luxid does not serve drains yet (SPEC §12); "
+            f"`lw queue drain` without --soft/--deadline sets the drain flag"
+        )
+
+    async def drain_node(
+        self,
+        conn: Connection,
+        node: str,
+        deadline: float | None,
+        max_parallel: int,
+        priority: int,
+        message: str,
+    ) -> Any:
+        raise self._no_drains("drain_node")
+
+    async def cancel_node_drain(self, conn: Connection, node: str, keep_drained: bool) -> Any:
+        raise self._no_drains("cancel_node_drain")
+
+    async def drain_queue(
+        self, conn: Connection, mode: str, deadline: float | None, message: str
+    ) -> Any:
+        raise self._no_drains("drain_queue")
+
+    async def undrain_queue(self, conn: Connection) -> None:
+        raise self._no_drains("undrain_queue")
+
+    async def query_drains(self, conn: Connection) -> Any:
+        raise self._no_drains("query_drains")
+
+    async def wait_for_drain_change(
+        self, conn: Connection, target: str, since_event: int, timeout: float
+    ) -> Any:
+        raise self._no_drains("wait_for_drain_change")

@@ -115,6 +115,43 @@ class Directive(msgspec.Struct, frozen=True):
     ops: list[Opcode] | None = None
 
 
+class DrainStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A drain as `query_drains` and `drain_node` report it (SPEC §12.3).
+
+    `mode` is "hard" or "soft" for the queue drain and null for a node drain; `total` and
+    `remaining` count instances for a node, jobs for the queue; `blocked` lists
+    `[instance_or_job, reason]`; `jobs` are the drain's job ids.
+    """
+
+    target: str
+    status: Literal["draining", "complete", "canceled"]
+    started_at: float
+    updated_at: float
+    deadline: float | None
+    max_parallel: int
+    mode: Literal["hard", "soft"] | None
+    message: str
+    deadline_reached: bool
+    completed_at: float | None
+    total: int
+    remaining: int
+    running: int
+    blocked: list[list[str | int]]
+    shut_down: list[str]
+    jobs: list[int]
+
+
+# [serial, timestamp, message]
+DrainEvent = list[int | float | str]
+
+
+class DrainChange(msgspec.Struct, frozen=True):
+    """What wait_for_drain_change answers when the drain has new events."""
+
+    status: DrainStatus
+    events: list[DrainEvent]
+
+
 class LuxiApi(CommonApi):
     """The job queue, its filters, and the reports of job processes."""
 
@@ -197,3 +234,48 @@ class LuxiApi(CommonApi):
     def job_report(self, job_id: int, event: JobEvent) -> Directive:
         """A job process reports on its job; only the job's recorded process may call it
         (checked with SO_PEERCRED).  Answers what the job process should do next."""
+
+    # -- drains (SPEC §12) -----------------------------------------------------------
+
+    @rpc(NotFound, InvalidParams, StorageError)
+    def drain_node(
+        self,
+        node: str,
+        deadline: float | None = 3600,
+        max_parallel: int = 1,
+        priority: int = 0,
+        message: str = "",
+    ) -> DrainStatus:
+        """Drain a node's primary instances, at most max_parallel moves at once, before a
+        deadline in seconds from now (null: none; 0: now); on a node already draining,
+        change its deadline, max_parallel, priority and message."""
+
+    @rpc(NotFound, StorageError)
+    def cancel_node_drain(self, node: str, keep_drained: bool = False) -> DrainStatus:
+        """Cancel a node's drain: queued moves are canceled, running ones finish; the node's
+        drained flag goes back to false unless keep_drained."""
+
+    @rpc(InvalidParams, StorageError)
+    def drain_queue(
+        self,
+        mode: Literal["hard", "soft"] = "hard",
+        deadline: float | None = None,
+        message: str = "",
+    ) -> DrainStatus:
+        """Let the jobs accepted so far finish while new ones are refused (hard) or held
+        (soft); at the deadline (seconds from now) cancel what is left."""
+
+    @rpc(StorageError)
+    def undrain_queue(self) -> None:
+        """End the queue drain: remove its filter rule, so held jobs start."""
+
+    @rpc(reissue=True)
+    def query_drains(self) -> list[DrainStatus]:
+        """Every node drain in the configuration, and the queue drain if any."""
+
+    @rpc(NotFound, InvalidParams, reissue=True)
+    def wait_for_drain_change(
+        self, target: str, since_event: int, timeout: float
+    ) -> DrainChange | str:
+        """Return the drain's status and its events with serial > since_event as soon as
+        there are any ("node/<name>" or "queue"); "nochange" at the timeout."""

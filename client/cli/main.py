@@ -132,6 +132,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    """Seconds from `90s`, `15m`, `2h`, `1h30m` (client.durations)."""
+    from client.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _SIZE_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 
@@ -266,6 +276,7 @@ def _node_commands(b: _Builder, sub: Any) -> None:
         "-C", "--master-candidate", type=_yes_no, metavar="yes|no", help="master candidate"
     )
     _capacity_options(mod, "", "")
+    _drain_commands(b, sub)
 
 
 def _capacity_options(parser: Any, memory_default: str, cpus_default: str) -> None:
@@ -278,6 +289,38 @@ def _capacity_options(parser: Any, memory_default: str, cpus_default: str) -> No
         "--cpus", type=_positive_int, metavar="N",
         help=f"physical CPUs {cpus_default}".rstrip(),
     )  # fmt: skip
+
+
+def _drain_commands(b: _Builder, sub: Any) -> None:
+    drain = b.leaf(
+        sub,
+        "drain",
+        "drains:node_drain",
+        "move a node's instances away before a deadline, and follow it (SPEC §12)",
+        description="Mark NODE drained, migrate its instances away (--max-parallel at once); at "
+        "the deadline fail over the rest, shut down what no node takes. Follows it (Ctrl-C "
+        "stops following only); exit 1 if instances were shut down or it was canceled.",
+    )
+    drain.add_argument("name", metavar="NODE")
+    when = drain.add_mutually_exclusive_group()
+    when.add_argument(
+        "--deadline", type=_duration, metavar="DURATION", help="e.g. 90s, 15m, 1h30m (default 1h)"
+    )
+    when.add_argument("--no-deadline", action="store_true", help="migrate for as long as it takes")
+    when.add_argument("--force", action="store_true", help="deadline now: fail over at once")
+    drain.add_argument(
+        "--max-parallel", type=_positive_int, metavar="N", help="moves at once (default 1)"
+    )
+    drain.add_argument(
+        "--priority", type=_priority, metavar="P", help="the moves' job priority (default 0)"
+    )
+    drain.add_argument("--message", metavar="TEXT", help="why (shown with the drain)")
+    drain.add_argument("--detach", action="store_true", help="start it and return")
+    drain.add_argument("--disable", action="store_true", help="cancel the drain")
+    drain.add_argument("--keep-drained", action="store_true", help="with --disable: stay drained")
+    b.leaf(
+        sub, "drain-status", "drains:drain_status", "the drains and how far they got", b.table
+    ).add_argument("name", metavar="NODE", nargs="?")
 
 
 def _instance_commands(b: _Builder, sub: Any) -> None:
@@ -385,8 +428,22 @@ def _filter_commands(b: _Builder, sub: Any) -> None:
 
 def _queue_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "info", "queue:queue_info", "drain flag, running jobs, jobs per status", b.table)
-    b.leaf(sub, "drain", "queue:queue_drain", "refuse new jobs (running and queued jobs go on)")
-    b.leaf(sub, "undrain", "queue:queue_undrain", "accept new jobs again")
+    drain = b.leaf(
+        sub,
+        "drain",
+        "drains:queue_drain",
+        "refuse new jobs (running and queued jobs go on)",
+        description="Without options: set the drain flag. With any option: a queue drain "
+        "(SPEC §12.2): accepted jobs finish, new ones are refused (held with --soft), and at "
+        "the deadline what is left is canceled.",
+    )
+    drain.add_argument("--soft", action="store_true", help="hold new jobs instead of refusing")
+    drain.add_argument(
+        "--deadline", type=_duration, metavar="DURATION", help="cancel what is left after it"
+    )
+    drain.add_argument("--message", metavar="TEXT", help="why (in the filter rule's reason)")
+    drain.add_argument("--wait", action="store_true", help="follow the drain until it ends")
+    b.leaf(sub, "undrain", "drains:queue_undrain", "accept new jobs again (ends a queue drain)")
 
 
 def _lock_commands(b: _Builder, sub: Any) -> None:

@@ -1,0 +1,182 @@
+"""The queue drain (SPEC §12.2): let accepted work finish, hold or refuse new work.
+
+`drains["queue"]` owns one filter rule, `[["jobid", [">", "id", "watermark"]]]` with
+action REJECT (`hard`) or PAUSE (`soft`), reason `[["lw:drain", message, ts]]`.  Jobs
+accepted before it (id <= watermark) run as usual; the drain is complete when none of
+them is unfinished.  At the deadline they are canceled, and those still running 30 s later
+are killed.  `undrain_queue` removes the rule.
+
+The rule's uuid is derived from the drain's start, so putting it again (after a crash, or
+to change the mode or message) replaces the same rule instead of adding a second one.
+A pass puts the rule while its watermark is not known; the shell applies `PutFilter`
+through its own `replace_filter` (which sets the watermark) and reports it with
+`filter_set`, passing the ids of the unfinished jobs up to the watermark: those are the
+jobs the drain waits for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from client.errors import InvalidParams
+from luxid.drains.effects import CancelJob, DeleteFilter, Effect, PutFilter
+from luxid.drains.node import check_strategy
+from luxid.drains.progress import JobFacts, refresh
+from luxid.drains.record import (
+    KILL_AFTER,
+    QUEUE_TARGET,
+    DrainJob,
+    DrainRecord,
+    Mode,
+    clock,
+    touched,
+    with_events,
+)
+
+ACTION: dict[Mode, str] = {"hard": "REJECT", "soft": "PAUSE"}
+_RULE_NAMESPACE = uuid.UUID("5d0c6f44-8f2b-4c55-9a53-0f1f5e0d7a11")
+
+
+def rule_uuid(started_at: float) -> str:
+    """The uuid of the filter rule of the queue drain started at `started_at`."""
+    return str(uuid.uuid5(_RULE_NAMESPACE, repr(started_at)))
+
+
+def _put_filter(record: DrainRecord, now: float) -> PutFilter:
+    assert record.mode is not None and record.filter_uuid is not None
+    return PutFilter(
+        target=QUEUE_TARGET,
+        uuid=record.filter_uuid,
+        action=ACTION[record.mode],
+        reason=[["lw:drain", record.message, int(now * 1e9)]],
+    )
+
+
+def drain_queue(
+    existing: DrainRecord | None,
+    now: float,
+    *,
+    mode: str,
+    deadline: float | None,
+    message: str,
+) -> DrainRecord:
+    """Start a queue drain, or change the one in effect (mode, deadline, message).
+
+    A changed mode or message puts the rule again (which moves its watermark, §6.3).
+    """
+    if mode not in ACTION:
+        raise InvalidParams(
+            f'param `mode`: must be "hard" (refuse new jobs) or "soft" (hold them), got {mode!r}',
+            {"param": "mode"},
+        )
+    check_strategy(deadline, 1, 0)
+    absolute = None if deadline is None else now + deadline
+    when = "no deadline" if absolute is None else f"deadline {clock(absolute)}"
+    event = f"queue drain set ({mode}, {when})"
+    if existing is not None and existing.filter_uuid is not None:
+        record = msgspec.structs.replace(
+            existing, mode=mode, deadline=absolute, message=message, updated_at=now
+        )
+        if existing.status != "draining":  # a complete drain whose rule still holds
+            record = msgspec.structs.replace(
+                record, status="draining", deadline_reached=False, completed_at=None
+            )
+        if (mode, message) != (existing.mode, existing.message):
+            record = msgspec.structs.replace(record, watermark=None)
+        return with_events(record, now, event)
+    record = DrainRecord(
+        target=QUEUE_TARGET,
+        started_at=now,
+        updated_at=now,
+        deadline=absolute,
+        message=message,
+        mode=mode,
+        filter_uuid=rule_uuid(now),
+        events=existing.events if existing else (),
+        serial_no=existing.serial_no if existing else 0,
+        ctime=existing.ctime if existing else 0.0,
+    )
+    return with_events(record, now, event)
+
+
+def filter_set(
+    record: DrainRecord, watermark: int, unfinished: Iterable[int], now: float
+) -> DrainRecord:
+    """The record once its rule is in place with `watermark`; `unfinished` are the ids of
+    the jobs not yet finished with id <= watermark (the jobs the drain waits for)."""
+    known = {job.id for job in record.all_jobs()}
+    added = tuple(DrainJob(id=i, kind="job") for i in sorted(set(unfinished) - known))
+    record = msgspec.structs.replace(
+        record,
+        watermark=watermark,
+        active=(*record.active, *added),
+        total=sum(1 for job in (*record.all_jobs(), *added) if job.id <= watermark),
+        updated_at=now,
+    )
+    verb = "refused" if record.mode == "hard" else "held"
+    return with_events(
+        record,
+        now,
+        f"filter {record.filter_uuid}: jobs after {watermark} are {verb}; "
+        f"waiting for {len(added)} jobs",
+    )
+
+
+def step(
+    record: DrainRecord, jobs: Mapping[int, JobFacts], now: float
+) -> tuple[DrainRecord, list[Effect]]:
+    """One pass: follow the waited-for jobs, fire the deadline, kill, complete."""
+    old = record
+    record = refresh(record, jobs, now)
+    if record.status != "draining" or record.filter_uuid is None:
+        return touched(old, record, now), []
+    if record.watermark is None:
+        return touched(old, record, now), [_put_filter(record, now)]
+    effects: list[Effect] = []
+    waiting = record.active
+    if record.deadline is not None and now >= record.deadline and not record.deadline_reached:
+        ids = [job.id for job in waiting if job.id not in record.cancel_sent]
+        record = msgspec.structs.replace(
+            record,
+            deadline_reached=True,
+            kill_at=now + KILL_AFTER,
+            cancel_sent=(*record.cancel_sent, *ids),
+        )
+        effects += [CancelJob(target=QUEUE_TARGET, job_id=i) for i in ids]
+        record = with_events(record, now, f"deadline passed: {len(ids)} jobs canceled")
+    if record.kill_at is not None and now >= record.kill_at:
+        running = [job.id for job in waiting if job.status in ("running", "canceling")]
+        record = msgspec.structs.replace(record, kill_at=None)
+        effects += [CancelJob(target=QUEUE_TARGET, job_id=i, kill=True) for i in running]
+        if running:
+            record = with_events(
+                record,
+                now,
+                f"{len(running)} jobs still running {KILL_AFTER:g} s after the deadline: killed",
+            )
+    if not waiting:
+        done = "deadline reached" if record.deadline_reached else "all accepted jobs finished"
+        record = msgspec.structs.replace(record, status="complete", completed_at=now, kill_at=None)
+        record = with_events(record, now, f"{done}; queue drain complete")
+    return touched(old, record, now), effects
+
+
+def undrain_queue(record: DrainRecord, now: float) -> tuple[DrainRecord, list[Effect]]:
+    """Remove the rule: held jobs start, new jobs are accepted.  A drain still in progress
+    ends `canceled`."""
+    effects: list[Effect] = []
+    if record.filter_uuid is not None:
+        effects.append(DeleteFilter(target=QUEUE_TARGET, uuid=record.filter_uuid))
+    status = "canceled" if record.status == "draining" else record.status
+    record = msgspec.structs.replace(
+        record,
+        filter_uuid=None,
+        status=status,
+        kill_at=None,
+        updated_at=now,
+        completed_at=record.completed_at if record.completed_at is not None else now,
+    )
+    return with_events(record, now, "queue undrained"), effects

@@ -1,0 +1,62 @@
+"""A drain's `DrainStatus` (SPEC §12.3), computed from its record, the view and its jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from client.api.luxi import DrainStatus
+from luxid.drains.moves import remaining
+from luxid.drains.progress import JobFacts
+from luxid.drains.record import DrainRecord
+from luxid.drains.view import ClusterView
+
+
+def _running(record: DrainRecord, jobs: Mapping[int, JobFacts]) -> int:
+    count = 0
+    for job in record.active:
+        facts = jobs.get(job.id)
+        status = facts.status if facts is not None else job.status
+        count += status in ("running", "canceling")
+    return count
+
+
+def drain_status(
+    record: DrainRecord, view: ClusterView, jobs: Mapping[int, JobFacts]
+) -> DrainStatus:
+    """The status of one drain.
+
+    For a node: `total` = the instances it moved plus those still to move, `remaining` =
+    the latter, `blocked` = those that cannot move now and why.  For the queue: `total` =
+    the jobs it waits for, `remaining` = those unfinished.  `running` counts the drain's
+    jobs that are running now.
+    """
+    if record.is_node:
+        left = remaining(record, view)
+        total = len(set(record.moved)) + len(left)
+        waiting = set(left)
+        blocked: list[list[str | int]] = [
+            [name, b.reason] for name, b in sorted(record.blocked.items()) if name in waiting
+        ]
+        count = len(left)
+    else:
+        total = record.total
+        count = len(record.active)
+        blocked = []
+    return DrainStatus(
+        target=record.target,
+        status=record.status,
+        started_at=record.started_at,
+        updated_at=record.updated_at,
+        deadline=record.deadline,
+        max_parallel=record.max_parallel,
+        mode=record.mode,
+        message=record.message,
+        deadline_reached=record.deadline_reached,
+        completed_at=record.completed_at,
+        total=total,
+        remaining=count,
+        running=_running(record, jobs),
+        blocked=blocked,
+        shut_down=list(record.shut_down),
+        jobs=[job.id for job in record.all_jobs()],
+    )
