@@ -122,11 +122,12 @@ class Browser:
             if value:
                 return value
             if loop.time() > deadline:
-                raise TimeoutError(f"not true within {timeout} s: {expression}")
+                page = await self.evaluate("document.body ? document.body.innerText : ''")
+                raise TimeoutError(f"not true within {timeout} s: {expression}\npage:\n{page}")
             await asyncio.sleep(0.05)
 
     async def screenshot(self, path: Path, width: int, height: int, mobile: bool = False) -> None:
-        """A PNG of the viewport at width×height (a phone's when `mobile`)."""
+        """A PNG of the viewport at width x height (a phone's when `mobile`)."""
         await self.send(
             "Emulation.setDeviceMetricsOverride",
             width=width,
@@ -134,7 +135,8 @@ class Browser:
             deviceScaleFactor=2 if mobile else 1,
             mobile=mobile,
         )
-        print(await self.evaluate("[window.innerWidth, document.documentElement.clientWidth, window.visualViewport.width]"))
+        # The page must fit the width: a wider layout viewport means something overflows.
+        await self.wait_for(f"window.innerWidth === {width}")
         await self.send(  # two animation frames: the layout at the new size is painted
             "Runtime.evaluate",
             expression="new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))",
