@@ -25,7 +25,15 @@ import msgspec
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors
-from rapi.dashboard.view import ACTIVE, FILTER_FIELDS, JOB_FIELDS, build_view, queue_mark
+from rapi.dashboard.view import (
+    ACTIVE,
+    FILTER_FIELDS,
+    INDEX_FIELDS,
+    JOB_FIELDS,
+    build_view,
+    detail_ids,
+    queue_mark,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +47,18 @@ _encoder = msgspec.json.Encoder()
 
 async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str, Any]:
     """Everything the page shows, asked of both daemons at once."""
-    config, info, jobs, filters, locks = await asyncio.gather(
+    config, info, index, filters, locks = await asyncio.gather(
         wconfd.get_config(),
         luxi.query_queue_info(),
-        luxi.query_jobs(ids=None, fields=list(JOB_FIELDS)),
+        luxi.query_jobs(ids=None, fields=list(INDEX_FIELDS)),
         luxi.query_filters(fields=list(FILTER_FIELDS)),
         wconfd.list_all_locks(),
     )
-    return build_view(config, msgspec.to_builtins(info), jobs, filters, msgspec.to_builtins(locks))
+    ids = detail_ids(index)
+    details = await luxi.query_jobs(ids=ids, fields=list(JOB_FIELDS)) if ids else []
+    return build_view(
+        config, msgspec.to_builtins(info), index, details, filters, msgspec.to_builtins(locks)
+    )
 
 
 async def _job_changed(luxi: AsyncLuxiClient, job: dict[str, Any], timeout: float) -> bool:

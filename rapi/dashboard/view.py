@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-# The job fields the dashboard asks query_jobs for, in this order.
+# The fields asked of the jobs the page lists (see detail_ids), in this order.
 JOB_FIELDS = ("id", "status", "summary", "priority", "pending_reason", "opstatus",
               "received_ts", "start_ts", "end_ts")  # fmt: skip
+# The fields asked of every job: enough to count and choose what to show.
+INDEX_FIELDS = ("id", "status", "pending_reason")
 FILTER_FIELDS = ("uuid", "priority", "action", "predicates", "reason_trail")
 ACTIVE = ("waiting", "running", "canceling")
 FINAL = ("success", "error", "canceled")
@@ -111,15 +113,30 @@ def queue_mark(queue_info: dict[str, Any]) -> list[Any]:
     return [queue_info.get("counts"), queue_info.get("drained"), queue_info.get("filters")]
 
 
+def detail_ids(index_rows: list[list[Any] | None]) -> list[int]:
+    """The jobs whose details the page shows: every active one, the first MAX_QUEUED
+    queued and the last MAX_RECENT finished (`index_rows` has INDEX_FIELDS)."""
+    index = [dict(zip(INDEX_FIELDS, row, strict=True)) for row in index_rows if row is not None]
+    index.sort(key=lambda j: j["id"])
+    queued = [j["id"] for j in index if j["status"] == "queued"][:MAX_QUEUED]
+    active = [j["id"] for j in index if j["status"] in ACTIVE]
+    recent = [j["id"] for j in index if j["status"] in FINAL][-MAX_RECENT:]
+    return sorted({*queued, *active, *recent})
+
+
 def build_view(
     config: dict[str, Any],
     queue_info: dict[str, Any],
-    job_rows: list[list[Any] | None],
+    index_rows: list[list[Any] | None],
+    detail_rows: list[list[Any] | None],
     filter_rows: list[list[Any]],
     all_locks: dict[str, Any],
 ) -> dict[str, Any]:
-    """The dashboard document (see the module docstring)."""
-    jobs = [dict(zip(JOB_FIELDS, row, strict=True)) for row in job_rows if row is not None]
+    """The dashboard document (see the module docstring): `index_rows` (INDEX_FIELDS) of
+    every job, `detail_rows` (JOB_FIELDS) of those `detail_ids` chose."""
+    index = [dict(zip(INDEX_FIELDS, row, strict=True)) for row in index_rows if row is not None]
+    queued_reasons = [j["pending_reason"] for j in index if j["status"] == "queued"]
+    jobs = [dict(zip(JOB_FIELDS, row, strict=True)) for row in detail_rows if row is not None]
     jobs.sort(key=lambda j: j["id"])
     queued = [j for j in jobs if j["status"] == "queued"]
     locks, waiters = _locks(all_locks)
@@ -154,10 +171,8 @@ def build_view(
         "nodes": nodes,
         "instances": _instances(config, node_names),
         "queued": queued[:MAX_QUEUED],
-        "queued_total": len(queued),
-        "pending_reasons": Counter(
-            j["pending_reason"] or "about to start" for j in queued
-        ).most_common(),
+        "queued_total": len(queued_reasons),
+        "pending_reasons": Counter(r or "about to start" for r in queued_reasons).most_common(),
         "active": active,
         "recent": [j for j in jobs if j["status"] in FINAL][-MAX_RECENT:][::-1],
         "drains": _drains(config),

@@ -5,19 +5,35 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rapi.dashboard.view import JOB_FIELDS, MAX_QUEUED, build_view, owner_label
+from rapi.dashboard.view import (
+    INDEX_FIELDS,
+    JOB_FIELDS,
+    MAX_QUEUED,
+    MAX_RECENT,
+    build_view,
+    detail_ids,
+    owner_label,
+)
 
 STATUSES = ["queued", "waiting", "running", "canceling", "success", "error", "canceled"]
 REASONS = [None, "max running jobs reached", "paused by filter f1", "waiting for job 3"]
 
 
-def row(job_id: int, status: str, reason: str | None = None) -> list:
+def row(job_id: int, status: str, reason: str | None = None, fields=JOB_FIELDS) -> list:
     job = {
         "id": job_id, "status": status, "summary": [f"TEST_DELAY({job_id})"], "priority": 0,
         "pending_reason": reason, "opstatus": [status], "received_ts": 1.0, "start_ts": None,
         "end_ts": None,
     }  # fmt: skip
-    return [job[f] for f in JOB_FIELDS]
+    return [job[f] for f in fields]
+
+
+def view_of(config, info, jobs, filters, locks):
+    """build_view as live.snapshot calls it: an index of all jobs, details of the chosen."""
+    index = [row(i, s, r, INDEX_FIELDS) for i, s, r in jobs]
+    chosen = set(detail_ids(index))
+    details = [row(i, s, r) for i, s, r in jobs if i in chosen]
+    return build_view(config, info, index, details, filters, locks)
 
 
 CONFIG = {
@@ -49,8 +65,8 @@ LOCKS = {
 
 def test_the_view_joins_jobs_locks_nodes_and_drains():
     info = {"counts": {"running": 1}, "drained": False, "filters": 0, "max_running_jobs": 20}
-    view = build_view(CONFIG, info, [row(5, "running"), row(6, "waiting"), row(7, "success")],
-                      [], LOCKS)  # fmt: skip
+    jobs = [(5, "running", None), (6, "waiting", None), (7, "success", None)]
+    view = view_of(CONFIG, info, jobs, [], LOCKS)
     assert [n["name"] for n in view["nodes"]] == ["n1", "n2"]
     assert view["nodes"][0] == {
         "name": "n1", "group": "default", "ip": "192.0.2.1", "offline": False, "drained": True,
@@ -71,7 +87,7 @@ def test_the_view_joins_jobs_locks_nodes_and_drains():
          "deadline": None, "message": "m"}
     ]  # fmt: skip
     assert [j["id"] for j in view["recent"]] == [7]
-    assert build_view({}, {}, [], [], {})["drains"] == []
+    assert build_view({}, {}, [], [], [], {})["drains"] == []
 
 
 def test_owner_label_names_jobs_and_other_clients():
@@ -83,8 +99,7 @@ def test_owner_label_names_jobs_and_other_clients():
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(STATUSES), st.sampled_from(REASONS)), max_size=400))
 def test_every_queued_job_is_shown_or_counted_with_its_reason(jobs):
-    rows = [row(i + 1, status, reason) for i, (status, reason) in enumerate(jobs)]
-    view = build_view({}, {}, rows, [], {})
+    view = view_of({}, {}, [(i + 1, s, r) for i, (s, r) in enumerate(jobs)], [], {})
     queued = [(i + 1, r) for i, (s, r) in enumerate(jobs) if s == "queued"]
     assert view["queued_total"] == len(queued)
     assert [j["id"] for j in view["queued"]] == [i for i, _ in queued][:MAX_QUEUED]
@@ -96,3 +111,5 @@ def test_every_queued_job_is_shown_or_counted_with_its_reason(jobs):
     assert {j["id"] for j in view["active"]} == {
         i + 1 for i, (s, _) in enumerate(jobs) if s in ("waiting", "running", "canceling")
     }
+    finished = [i + 1 for i, (s, _) in enumerate(jobs) if s in ("success", "error", "canceled")]
+    assert [j["id"] for j in view["recent"]] == finished[-MAX_RECENT:][::-1]
