@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from client import AsyncLuxiClient, AsyncWConfdClient, paths
+from client import AsyncLuxiClient, AsyncWConfdClient, paths, rapi_endpoint
 from client.cli.rapi_users import users_path
 from client.daemon import sdnotify
 from client.daemon.runner import (
@@ -104,12 +104,14 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     log.info(
         "lw-rapi listening on %s (luxid and wconfd in %s; users in %s)", where, run, users.path
     )
+    rapi_endpoint.publish(run, where)
     sdnotify.ready(f"serving on {where}")
     watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
     try:
         await wait_for_stop_signal()
     finally:
         sdnotify.stopping()
+        rapi_endpoint.withdraw(run)
         watchdog.cancel()
         await runner.cleanup()
     return 0
