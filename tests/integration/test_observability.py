@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).parent))
 from browser_testlib import Browser, chromium_path
 from luxid_testlib import Stack, delay
+from test_cli import Lw
 from test_rapi import ADMIN, READER, Rapi, write_users
 
 from client import LuxiClient, WConfdClient, errors
@@ -150,6 +151,19 @@ def test_a_daemon_that_cannot_be_read_shows_as_down_not_as_zero(
     assert samples["lockwarden_up", (("daemon", "wconfd"),)] == 1
     assert ("lockwarden_jobs_submitted_total", ()) not in samples
     assert samples["lockwarden_lock_requests_pending", ()] == 0
+
+
+def test_lw_info_shows_the_metrics_url_while_rapi_runs(stack: Any, daemon_factory: Any) -> None:
+    lw = Lw(stack.wconfd.run_dir, stack.wconfd.state_dir)
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+    rapi = Rapi(daemon_factory)
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": f"{rapi.base}/metrics"}
+    rapi.daemon.stop()
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+    killed = Rapi(daemon_factory)
+    killed.daemon.kill()  # a killed lw-rapi leaves its file behind: no URL all the same
+    assert (stack.wconfd.run_dir / "rapi.json").exists()
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
 
 
 # -- the dashboard in a real browser ------------------------------------------------------
