@@ -442,21 +442,35 @@ def instrument(handlers: Mapping[str, Handler], registry: Registry) -> dict[str,
     requests = registry.counter("lockwarden_rpc_requests_total")
     seconds = registry.histogram("lockwarden_rpc_seconds")
     daemon = registry.daemon
+    counts, timings, bounds = requests.values, seconds.values, seconds.defn.buckets
+    clock = time.perf_counter
 
     def wrap(method: str, handle: Handler) -> Handler:
+        ok, timing = (daemon, method, "ok"), (daemon, method)
+
+        def record(outcome: str, elapsed: float) -> None:
+            requests.inc(daemon, method, outcome)
+            seconds.observe(elapsed, daemon, method)
+
         async def timed(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            outcome = "abandoned"
+            start = clock()
             try:
                 result = await handle(conn, *args, **kwargs)
-                outcome = "ok"
-                return result
             except Exception as exc:
-                outcome = _outcome(exc)
+                record(_outcome(exc), clock() - start)
                 raise
-            finally:
-                requests.inc(daemon, method, outcome)
-                seconds.observe(time.perf_counter() - start, daemon, method)
+            except BaseException:
+                record("abandoned", clock() - start)
+                raise
+            elapsed = clock() - start
+            series = timings.get(timing)
+            if series is not None and ok in counts:  # the hot path: both series exist
+                counts[ok] += 1
+                series[0][bisect_left(bounds, elapsed)] += 1
+                series[1] += elapsed
+            else:
+                record("ok", elapsed)
+            return result
 
         # jsonrpcserver binds params against the handler's signature; keep the original's.
         timed.__signature__ = inspect.signature(handle)  # type: ignore[attr-defined]
