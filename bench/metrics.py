@@ -10,55 +10,18 @@ does read the whole queue) are timed too, for comparison.  Prints one JSON objec
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
-import socket
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from _util import BIN, daemon, summary
+from _util import daemon, rapi, summary
 
 from client import LuxiClient, WConfdClient
 
 PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
 DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def rapi(run: Path, state: Path) -> Iterator[http.client.HTTPConnection]:
-    """lw-rapi on a free port with anonymous scrapes and reads; a keep-alive connection."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "lw-rapi"), "--run-dir", str(run), "--state-dir", str(state),
-         "--port", str(port), "--allow-anonymous-read", "--log-level", "WARNING"]
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                conn.request("GET", "/version")
-                conn.getresponse().read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("lw-rapi did not come up") from None
-                time.sleep(0.05)
-        yield conn
-        conn.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def timed_get(
@@ -102,7 +65,7 @@ def main() -> None:
                     client.get_metrics()
                     samples.append(time.perf_counter() - t)
                 stub[name] = summary(samples)
-            with rapi(run, state) as conn:
+            with rapi(run, state, "--allow-anonymous-read") as conn:
                 timed_get(conn, "/metrics", 5)  # warm: connections to both daemons open
                 scrape, body = timed_get(conn, "/metrics", args.rounds)
                 ui_state, _ = timed_get(conn, "/ui/state", max(5, args.rounds // 20))
