@@ -4,6 +4,7 @@ authentication, and the `/ui/` dashboard in headless Chromium (live data, then a
 submitted afterwards appearing without a reload; screenshots at 1280x800 and phone size).
 """
 
+# ruff: noqa: F811  (tests take test_rapi's `stack` fixture, imported above them)
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser_testlib import Browser, chromium_path
-from luxid_testlib import Stack, delay
+from luxid_testlib import delay
 from test_cli import Lw
-from test_rapi import ADMIN, READER, Rapi, write_users
+from test_rapi import READER, Rapi, stack  # noqa: F401  (test_rapi's stack fixture, reused)
 
 from client import LuxiClient, WConfdClient, errors
 from client.metrics import CATALOGUE
@@ -28,14 +29,6 @@ from client.metrics import CATALOGUE
 pytestmark = pytest.mark.timeout(120)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@pytest.fixture
-def stack(daemon_factory: Any) -> Any:
-    s = Stack(daemon_factory)
-    write_users(s.wconfd.state_dir, (*ADMIN, True), (*READER, False))
-    yield s
-    s.close()
 
 
 def scrape(rapi: Rapi, user: tuple[str, str] | None = READER) -> tuple[dict[str, Any], Samples]:
