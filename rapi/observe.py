@@ -9,8 +9,10 @@ RAPI's own (401 asking for Basic credentials, so a browser prompts; logged).
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Any
 
 from aiohttp import web
 
@@ -19,6 +21,7 @@ from rapi.app import BACKEND, error_response, json_response
 from rapi.auth import REALM, Authorizer, Verdict
 from rapi.dashboard import live
 
+STREAMS: web.AppKey[set[asyncio.Task[Any]]] = web.AppKey("dashboard_streams")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 METRICS_PATH = "/metrics"
 UI_PATH = "/ui/"
@@ -84,7 +87,22 @@ async def _state(request: web.Request) -> web.Response:
 
 async def _events(request: web.Request) -> web.StreamResponse:
     backend = request.app[BACKEND]
-    return await live.events(request, backend.luxi, backend.wconfd)
+    task = asyncio.current_task()
+    assert task is not None
+    streams = request.app[STREAMS]
+    streams.add(task)
+    try:
+        return await live.events(request, backend.luxi, backend.wconfd)
+    finally:
+        streams.discard(task)
+
+
+async def _end_streams(app: web.Application) -> None:
+    """On shutdown: end the open event streams (they never end by themselves), so that
+    lw-rapi stops at once rather than after aiohttp's grace period."""
+    streams = app[STREAMS]
+    for task in list(streams):
+        task.cancel()
 
 
 async def _to_ui(request: web.Request) -> web.StreamResponse:
@@ -93,6 +111,8 @@ async def _to_ui(request: web.Request) -> web.StreamResponse:
 
 def install(app: web.Application, authorizer: Authorizer, *, metrics_anonymous: bool) -> None:
     """Add `/metrics` and the dashboard (`/ui/`, its files, `/ui/state`, `/ui/events`)."""
+    app[STREAMS] = set()
+    app.on_shutdown.append(_end_streams)
     add = app.router.add_get
     add(METRICS_PATH, _reading(authorizer, _metrics, anonymous=metrics_anonymous))
     add("/ui", _to_ui, allow_head=False)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import sys
+import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -157,6 +160,24 @@ def test_lw_info_shows_the_metrics_url_while_rapi_runs(stack: Any, daemon_factor
     killed.daemon.kill()  # a killed lw-rapi leaves its file behind: no URL all the same
     assert (stack.wconfd.run_dir / "rapi.json").exists()
     assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+
+
+def test_the_event_stream_sends_a_snapshot_and_does_not_hold_up_a_stop(
+    stack: Any, daemon_factory: Any
+) -> None:
+    rapi = Rapi(daemon_factory)
+    token = base64.b64encode(f"{READER[0]}:{READER[1]}".encode()).decode()
+    request = urllib.request.Request(
+        f"{rapi.base}/ui/events", headers={"Authorization": f"Basic {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        assert stream.readline() == b"event: snapshot\n"
+        view = json.loads(stream.readline().removeprefix(b"data: "))
+        assert view["cluster"]["name"] == "lockwarden" and view["queued_total"] == 0
+        started = time.monotonic()
+        assert rapi.daemon.stop() == 0
+        assert time.monotonic() - started < 5, "an open stream held lw-rapi's stop up"
 
 
 # -- the dashboard in a real browser ------------------------------------------------------
