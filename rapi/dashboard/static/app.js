@@ -28,6 +28,13 @@ function ago(ts) {
   return new Date(ts * 1000).toLocaleString();
 }
 
+// A relative time that stays true between snapshots (refreshed by the page's own clock,
+// not by asking lw-rapi again).
+const agoCell = (ts) => h("td", { class: "muted ago", "data-ts": ts }, ago(ts));
+function refreshAges() {
+  for (const el of document.querySelectorAll(".ago[data-ts]")) el.textContent = ago(Number(el.dataset.ts));
+}
+
 const badge = (status) => h("span", { class: `badge st-${status}` }, status);
 const lockChip = ([name, mode], extra) =>
   h("span", { class: `chip lock ${mode} ${extra || ""}`, title: mode }, name);
@@ -91,7 +98,7 @@ function renderQueue(v) {
         j.locks.length + j.wants.length ? null : h("span", { class: "muted" }, "none")))));
   fillTable("recent", v.recent.map((j) =>
     h("tr", { "data-job-id": j.id }, h("td", { class: "num" }, j.id), h("td", { class: "what" }, summary(j)),
-      h("td", {}, badge(j.status)), h("td", { class: "muted" }, ago(j.end_ts)))));
+      h("td", {}, badge(j.status)), agoCell(j.end_ts))));
 }
 
 function renderDrains(v) {
@@ -123,7 +130,7 @@ function renderCluster(v) {
       h("td", { class: "chips" }, l.owners.map((o) => h("span", { class: `chip ${o.mode}` }, `${o.label} · ${o.mode}`))))));
   fillTable("locks", v.waiters.map((w) =>
     h("tr", {}, h("td", {}, w.label), h("td", { class: "num" }, w.priority),
-      h("td", { class: "chips" }, w.request.map((r) => lockChip(r, "wanted"))), h("td", { class: "muted" }, ago(w.since)))),
+      h("td", { class: "chips" }, w.request.map((r) => lockChip(r, "wanted"))), agoCell(w.since))),
     "#waiters tbody");
 }
 
@@ -153,3 +160,4 @@ function connect() {
 }
 
 connect();
+setInterval(refreshAges, 5000);
