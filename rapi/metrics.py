@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aiohttp import web
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -33,12 +33,6 @@ def _family(defn: MetricDef) -> Metric:
     # prometheus_client names a counter family without its _total; the samples keep it.
     name = defn.name.removesuffix("_total") if defn.kind == "counter" else defn.name
     return Metric(name, defn.help, defn.kind)
-
-
-def _series_names(defn: MetricDef) -> tuple[str, ...]:
-    if defn.kind == "histogram":
-        return (f"{defn.name}_bucket", f"{defn.name}_sum", f"{defn.name}_count")
-    return (defn.name,)
 
 
 class DaemonCollector(Collector):
@@ -58,9 +52,17 @@ class DaemonCollector(Collector):
                 for daemon, snap in self.snapshots.items():
                     family.add_sample(defn.name, {"daemon": daemon}, 0.0 if snap is None else 1.0)
             for snap in self.snapshots.values():
-                for series in _series_names(defn):
-                    _add(family, series, snap.get(series) if snap else None)
+                if not snap:
+                    continue
+                if defn.kind == "histogram":
+                    _add_histogram(family, defn.name, snap)
+                else:
+                    _add(family, defn.name, snap.get(defn.name))
             yield family
+
+
+def _labels(labels: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in labels.items()}
 
 
 def _add(family: Metric, series: str, value: Any) -> None:
@@ -68,9 +70,30 @@ def _add(family: Metric, series: str, value: Any) -> None:
         return
     if isinstance(value, list):
         for labels, number in value:
-            family.add_sample(series, {k: str(v) for k, v in labels.items()}, float(number))
+            family.add_sample(series, _labels(labels), float(number))
     else:
         family.add_sample(series, {}, float(value))
+
+
+def _add_histogram(family: Metric, name: str, snap: dict[str, Any]) -> None:
+    """A histogram's samples series by series (its buckets, count, sum together), as
+    OpenMetrics requires; the snapshot lists all buckets, then sums, then counts."""
+    counts, sums = snap.get(f"{name}_count"), snap.get(f"{name}_sum")
+    if counts is None or sums is None:
+        return
+    if not isinstance(counts, list):  # no labels: one series
+        counts, sums = [[{}, counts]], [[{}, sums]]
+    buckets: dict[tuple[tuple[str, str], ...], list[tuple[dict[str, str], float]]] = {}
+    for labels, number in snap.get(f"{name}_bucket", []):
+        bucket = _labels(labels)
+        key = tuple(sorted((k, v) for k, v in bucket.items() if k != "le"))
+        buckets.setdefault(key, []).append((bucket, float(number)))
+    for (labels, count), (_, total) in zip(counts, sums, strict=True):
+        series = _labels(labels)
+        for bucket, number in buckets.get(tuple(sorted(series.items())), []):
+            family.add_sample(f"{name}_bucket", bucket, number)
+        family.add_sample(f"{name}_count", series, float(count))
+        family.add_sample(f"{name}_sum", series, float(total))
 
 
 async def _snapshot(
@@ -83,13 +106,20 @@ async def _snapshot(
         return None
 
 
-async def scrape(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> bytes:
-    """One scrape: both daemons asked at once, rendered in the Prometheus text format."""
+async def scrape(
+    luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient, accept: str | None
+) -> tuple[bytes, str]:
+    """One scrape: both daemons asked at once, rendered in the format the `Accept` header
+    asks for as prometheus_client negotiates it (the classic text format 0.0.4 unless
+    OpenMetrics or text 1.0.0 is asked for); the body and its content type."""
     wc, lx = await asyncio.gather(_snapshot(WCONFD, wconfd), _snapshot(LUXID, luxi))
-    return generate_latest(DaemonCollector({WCONFD: wc, LUXID: lx}))
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(DaemonCollector({WCONFD: wc, LUXID: lx})), content_type
 
 
-async def get_metrics(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> web.Response:
+async def get_metrics(
+    luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient, accept: str | None
+) -> web.Response:
     """The `/metrics` answer."""
-    body = await scrape(luxi, wconfd)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    body, content_type = await scrape(luxi, wconfd, accept)
+    return web.Response(body=body, headers={"Content-Type": content_type})

@@ -77,7 +77,7 @@ def _static(name: str) -> Handler:
 
 async def _metrics(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
-    return await metrics.get_metrics(backend.luxi, backend.wconfd)
+    return await metrics.get_metrics(backend.luxi, backend.wconfd, request.headers.get("Accept"))
 
 
 async def _state(request: web.Request) -> web.Response:

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -38,7 +41,7 @@ def scrape(rapi: Rapi, user: tuple[str, str] | None = READER) -> tuple[dict[str,
     """The families by name and every sample keyed by (name, sorted labels)."""
     answer = rapi.call("GET", "/metrics", user=user)
     assert answer.status == 200, answer
-    assert answer.headers["Content-Type"].startswith("text/plain; version=")
+    assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(answer.raw)}
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -122,6 +125,19 @@ def test_rpc_counters_say_exactly_what_happened(stack: Any, daemon_factory: Any)
             after["lockwarden_rpc_seconds_bucket", (*labels[:1], ("le", "+Inf"), labels[1])]
             == calls
         )
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(stack: Any, daemon_factory: Any) -> None:
+    rapi = Rapi(daemon_factory)
+    answer = rapi.call(
+        "GET", "/metrics", user=READER,
+        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+    )  # fmt: skip
+    assert answer.status == 200
+    assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+    families = {f.name: f for f in openmetrics_families(answer.raw)}
+    assert families["lockwarden_jobs_submitted"].type == "counter"
+    assert families["lockwarden_rpc_seconds"].type == "histogram"
 
 
 def test_metrics_need_a_reader_unless_opened(stack: Any, daemon_factory: Any) -> None:
