@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import socket
 import statistics
@@ -53,6 +54,43 @@ def daemon(name: str, *extra: str, base: Path | None = None) -> Iterator[tuple[P
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def rapi(run: Path, state: Path, *extra: str) -> Iterator[http.client.HTTPConnection]:
+    """`lw-rapi` on a free port for the daemons of `run`; a keep-alive connection to it
+    once it answers `GET /version`."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "lw-rapi"), "--run-dir", str(run), "--state-dir", str(state),
+         "--port", str(port), "--log-level", "WARNING", *extra],
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("GET", "/version")
+                conn.getresponse().read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def summary(samples: list[float]) -> dict[str, float]:

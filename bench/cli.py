@@ -10,9 +10,7 @@ processes; the listing's cost does not depend on how a job ended.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,7 +22,7 @@ from pathlib import Path
 # _util is still found here.
 sys.path.append(sys.path.pop(0))
 
-from _util import BIN, daemon, summary
+from _util import BIN, daemon, rapi, summary
 
 from client import LuxiClient
 
@@ -50,12 +48,6 @@ def wall_ms(commands: dict[str, list[str]], runs: int = RUNS) -> dict[str, float
     return {name: round(statistics.median(s) * 1000, 1) for name, s in samples.items()}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def fill_queue(run: Path) -> None:
     """JOBS jobs in the queue, rejected at submit (finalized, no job processes)."""
     with LuxiClient(run / "luxid.sock", timeout=120) as lc:
@@ -71,24 +63,8 @@ def rapi_bulk_jobs(run: Path, state: Path) -> dict[str, float]:
     from client.cli.rapi_users import User, format_user, hash_password
 
     (state / "rapi_users").write_text(format_user(User("bench", hash_password("pw"), False)) + "\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "lw-rapi"), "--run-dir", str(run), "--state-dir", str(state),
-         "--port", str(port), "--log-level", "WARNING"],
-    )  # fmt: skip
     auth = {"Authorization": "Basic " + base64.b64encode(b"bench:pw").decode()}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                conn.request("GET", "/version")
-                conn.getresponse().read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
+    with rapi(run, state) as conn:
         samples, size = [], 0
         for i in range(REQUESTS + 2):
             start = time.perf_counter()
@@ -101,10 +77,6 @@ def rapi_bulk_jobs(run: Path, state: Path) -> dict[str, float]:
                 samples.append(elapsed)
             size = len(body)
         assert len(json.loads(body)) == JOBS
-        conn.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
     return {**summary(samples), "bytes": size}
 
 

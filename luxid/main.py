@@ -12,6 +12,7 @@ from client.daemon.dispatch import build_methods
 from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
 from client.errors import StorageError
+from client.metrics import instrument
 from client.paths import LUXID_SOCKET
 from luxid.config import ConfigLink
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
@@ -56,9 +57,10 @@ def main(argv: list[str] | None = None) -> int:
             raise StartupError(exc.message) from exc
         queue = Queue(store, spawner, args.sweep_interval)
         config = ConfigLink(paths.wconfd_socket(run_dir), queue.config_changed)
+        service = LuxidService(queue, config)
         server = RpcServer(
             socket_path,
-            build_methods(LuxiApi, LuxidService(queue, config)),
+            instrument(build_methods(LuxiApi, service), service.metrics),
             max_message_bytes=args.max_message_bytes,
             group=args.group,
         )

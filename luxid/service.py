@@ -14,6 +14,7 @@ from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo
 from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
+from client.metrics import Registry
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.config import ConfigLink
 from luxid.filters import FILTER_FIELDS, filter_row, rule_from_wire
@@ -39,6 +40,7 @@ class LuxidService(CommonMethods):
     def __init__(self, queue: Queue, config: ConfigLink) -> None:
         self.queue = queue
         self.config = config
+        self.metrics = Registry("luxid")
 
     # -- jobs --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from client import AsyncLuxiClient, AsyncWConfdClient, paths
+from client import AsyncLuxiClient, AsyncWConfdClient, paths, rapi_endpoint
 from client.cli.rapi_users import users_path
 from client.daemon import sdnotify
 from client.daemon.runner import (
@@ -19,6 +19,7 @@ from client.daemon.runner import (
     setup_logging,
     wait_for_stop_signal,
 )
+from rapi import observe
 from rapi.app import make_app
 from rapi.auth import Authorizer, UsersFile
 from rapi.routing import Backend
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let clients without credentials read (writes always need a user with write)",
     )
+    observe.add_flags(parser)
     add_log_level(parser, "; INFO logs every request")
     return parser
 
@@ -84,7 +86,9 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     )
     users = UsersFile(users_path(state))
     users.users()  # read (and report problems) at start-up
-    app = make_app(backend, Authorizer(users, allow_anonymous_read=args.allow_anonymous_read))
+    authorizer = Authorizer(users, allow_anonymous_read=args.allow_anonymous_read)
+    app = make_app(backend, authorizer)
+    observe.install(app, authorizer, metrics_anonymous=args.metrics_anonymous)
     runner = web.AppRunner(app, access_log=logging.getLogger("rapi.access"))
     await runner.setup()
     site = web.TCPSite(runner, args.bind, args.port, ssl_context=tls, reuse_address=True)
@@ -100,12 +104,14 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     log.info(
         "lw-rapi listening on %s (luxid and wconfd in %s; users in %s)", where, run, users.path
     )
+    rapi_endpoint.publish(run, where)
     sdnotify.ready(f"serving on {where}")
     watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
     try:
         await wait_for_stop_signal()
     finally:
         sdnotify.stopping()
+        rapi_endpoint.withdraw(run)
         watchdog.cancel()
         await runner.cleanup()
     return 0

@@ -8,6 +8,7 @@ from client.api.wconfd import WConfdApi
 from client.daemon.dispatch import build_methods
 from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
+from client.metrics import instrument
 from client.paths import WCONFD_SOCKET
 from wconfd.service import WConfdService
 
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         service = WConfdService(state_dir, sweep_interval=args.sweep_interval)
         server = RpcServer(
             socket_path,
-            build_methods(WConfdApi, service, service.guard),
+            instrument(build_methods(WConfdApi, service, service.guard), service.metrics),
             max_message_bytes=args.max_message_bytes,
             group=args.group,
             on_disconnect=service.disconnected,

@@ -19,6 +19,7 @@ from client.daemon.common import CommonMethods
 from client.daemon.procwatch import is_alive
 from client.daemon.runner import StartupError
 from client.daemon.server import Connection
+from client.metrics import Registry
 from wconfd.clients import ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigMethods
 from wconfd.durable import DurableState, HeldLocks, Record, Snapshot
@@ -40,6 +41,7 @@ class WConfdService(CommonMethods, LockMethods, ConfigMethods):
             snapshot_type=Snapshot,
             record_type=Record,
         )
+        self.metrics = Registry("wconfd")
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         self._init_lock_waits()
         self._init_config()

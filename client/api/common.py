@@ -1,6 +1,8 @@
-"""Methods both daemons serve (SPEC §3): ping and version."""
+"""Methods both daemons serve (SPEC §3, §14): ping, version and get_metrics."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -24,3 +26,9 @@ class CommonApi(Api):
     @rpc(identified=False, reissue=True)
     def version(self) -> VersionInfo:
         """The daemon's software version and the protocol version (1)."""
+
+    @rpc(identified=False, reissue=True)
+    def get_metrics(self) -> dict[str, Any]:
+        """The daemon's own counters, gauges and histograms (SPEC §14), keyed by Prometheus
+        name: a value, or [[{label: value}, value], ...]; a histogram as its _bucket (with
+        `le`), _sum and _count series."""

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from client import errors
+from client import errors, rapi_endpoint
 from client.cli.context import (
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -90,6 +90,7 @@ INFO_FIELDS = Fields(
         "drained",
         "running",
         "jobs",
+        "metrics_url",
     ],
     default=(),
 )
@@ -149,6 +150,7 @@ def info(ctx: Context, args: argparse.Namespace) -> int:
         "lock_enforcement": cluster.get("lock_enforcement"),
         "tags": cluster.get("tags"),
         "config_serial": config.get("serial_no"),
+        "metrics_url": rapi_endpoint.metrics_url(ctx.run_dir),
     }
     for kind in ("nodegroups", "nodes", "instances", "networks", "filters"):
         values[kind] = len(config.get(kind, {}))

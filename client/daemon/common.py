@@ -1,4 +1,5 @@
-"""The methods every daemon answers alike (client.api.common.CommonApi): ping and version."""
+"""The methods every daemon answers alike (client.api.common.CommonApi): ping, version and
+get_metrics."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ from typing import Any
 
 from client import __version__
 from client.api.common import VersionInfo
+from client.metrics import Registry
 from client.protocol import PROTOCOL_VERSION
 
 
 class CommonMethods:
-    """Mixed into each daemon's service class."""
+    """Mixed into each daemon's service class, which sets `metrics` to its own registry
+    (`client.metrics.Registry(daemon)`) and updates it as it works."""
+
+    metrics: Registry
 
     async def ping(self, conn: Any) -> str:
         return "pong"
 
     async def version(self, conn: Any) -> VersionInfo:
         return VersionInfo(version=__version__, protocol=PROTOCOL_VERSION)
+
+    async def get_metrics(self, conn: Any) -> dict[str, Any]:
+        return self.metrics.snapshot()

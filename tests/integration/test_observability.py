@@ -1,0 +1,258 @@
+"""SPEC §14 against real daemons: `GET /metrics` parsed with prometheus_client's own parser
+(names, help, types, label sets; the RPC counters after a scripted workload), its
+authentication, and the `/ui/` dashboard in headless Chromium (live data, then a job
+submitted afterwards appearing without a reload; screenshots at 1280x800 and phone size).
+"""
+
+# ruff: noqa: F811  (tests take test_rapi's `stack` fixture, imported above them)
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).parent))
+from browser_testlib import Browser, chromium_path
+from luxid_testlib import delay
+from test_cli import Lw
+from test_rapi import READER, Rapi, stack  # noqa: F401  (test_rapi's stack fixture, reused)
+
+from client import LuxiClient, WConfdClient, errors
+from client.metrics import CATALOGUE
+
+pytestmark = pytest.mark.timeout(120)
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(rapi: Rapi, user: tuple[str, str] | None = READER) -> tuple[dict[str, Any], Samples]:
+    """The families by name and every sample keyed by (name, sorted labels)."""
+    answer = rapi.call("GET", "/metrics", user=user)
+    assert answer.status == 200, answer
+    assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(answer.raw)}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in families.values()
+        for s in f.samples
+    }
+    return families, samples
+
+
+def rpc_counts(samples: Samples) -> Counter[tuple[str, str, str]]:
+    out: Counter[tuple[str, str, str]] = Counter()
+    for (name, labels), value in samples.items():
+        if name == "lockwarden_rpc_requests_total":
+            lab = dict(labels)
+            out[lab["daemon"], lab["method"], lab["outcome"]] = int(value)
+    return out
+
+
+def test_metrics_have_every_spec_name_with_help_type_and_bounded_labels(
+    stack: Any, daemon_factory: Any
+) -> None:
+    rapi = Rapi(daemon_factory)
+    families, samples = scrape(rapi)
+    for defn in CATALOGUE:
+        family_name = defn.name.removesuffix("_total") if defn.kind == "counter" else defn.name
+        family = families[family_name]
+        assert family.type == defn.kind and family.documentation == defn.help
+        for sample in family.samples:
+            assert set(sample.labels) - {"le"} == set(defn.labels), sample
+    for _, labels in samples:
+        assert not {"job", "job_id", "client", "client_id"} & {k for k, _ in labels}
+    # Zero until something happens, and both daemons reached.
+    assert samples["lockwarden_jobs_submitted_total", ()] == 0
+    assert samples["lockwarden_up", (("daemon", "luxid"),)] == 1
+    assert samples["lockwarden_up", (("daemon", "wconfd"),)] == 1
+    assert samples["lockwarden_journal_flush_seconds_count", ()] == 0
+
+
+def test_rpc_counters_say_exactly_what_happened(stack: Any, daemon_factory: Any) -> None:
+    rapi = Rapi(daemon_factory)
+    _, before = scrape(rapi)
+    with LuxiClient(stack.luxid.socket) as lc, WConfdClient(stack.wconfd.socket, name="t") as wc:
+        for _ in range(7):
+            lc.ping()
+        for _ in range(3):
+            lc.query_queue_info()
+        with pytest.raises(errors.NotFound):
+            lc.cancel_job(job_id=999_999)
+        with pytest.raises(errors.InvalidOpcode):
+            lc.submit_job(ops=[{"OP_ID": "OP_NO_SUCH_THING"}])
+        for _ in range(4):
+            wc.get_config()
+        wc.update_locks_waiting([["node/n1", "exclusive"]], timeout=5)
+        with pytest.raises(errors.LockOrderError):
+            wc.try_update_locks([["cluster/BGL", "exclusive"]])
+        wc.free_locks()
+    _, after = scrape(rapi)
+    delta = rpc_counts(after) - rpc_counts(before)
+    assert {k: v for k, v in delta.items() if k[0] == "luxid"} == {
+        ("luxid", "ping", "ok"): 7,
+        ("luxid", "query_queue_info", "ok"): 3,
+        ("luxid", "cancel_job", "NotFound"): 1,
+        ("luxid", "submit_job", "InvalidOpcode"): 1,
+        ("luxid", "get_metrics", "ok"): 1,  # the first scrape's
+    }
+    wconfd = {k: v for k, v in delta.items() if k[0] == "wconfd"}
+    assert wconfd == {
+        ("wconfd", "identify", "ok"): 1,
+        ("wconfd", "get_config", "ok"): 4,
+        ("wconfd", "update_locks_waiting", "ok"): 1,
+        ("wconfd", "try_update_locks", "LockOrderError"): 1,
+        ("wconfd", "free_locks", "ok"): 1,
+        ("wconfd", "get_metrics", "ok"): 1,
+    }
+    # Each answered call is also timed, once, in a cumulative histogram.
+    for daemon, method, _ in delta:
+        labels = (("daemon", daemon), ("method", method))
+        calls = sum(n for (d, m, _), n in rpc_counts(after).items() if (d, m) == (daemon, method))
+        assert after["lockwarden_rpc_seconds_count", labels] == calls
+        assert (
+            after["lockwarden_rpc_seconds_bucket", (*labels[:1], ("le", "+Inf"), labels[1])]
+            == calls
+        )
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(stack: Any, daemon_factory: Any) -> None:
+    rapi = Rapi(daemon_factory)
+    answer = rapi.call(
+        "GET", "/metrics", user=READER,
+        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+    )  # fmt: skip
+    assert answer.status == 200
+    assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+    families = {f.name: f for f in openmetrics_families(answer.raw)}
+    assert families["lockwarden_jobs_submitted"].type == "counter"
+    assert families["lockwarden_rpc_seconds"].type == "histogram"
+
+
+def test_metrics_need_a_reader_unless_opened(stack: Any, daemon_factory: Any) -> None:
+    rapi = Rapi(daemon_factory)
+    assert rapi.call("GET", "/metrics", user=None).status == 401
+    assert rapi.call("GET", "/metrics", user=("reader", "wrong")).status == 401
+    assert rapi.call("GET", "/ui/", user=None).status == 401
+    assert rapi.call("GET", "/ui/state", user=READER).status == 200
+    opened = Rapi(daemon_factory, "--metrics-anonymous")
+    scrape(opened, user=None)
+    assert opened.call("GET", "/ui/state", user=None).status == 401
+    assert opened.call("GET", "/2/info", user=None).status == 401
+
+
+def test_a_daemon_that_cannot_be_read_shows_as_down_not_as_zero(
+    stack: Any, daemon_factory: Any
+) -> None:
+    rapi = Rapi(daemon_factory)
+    stack.lc.close()
+    stack.luxid.stop()
+    _, samples = scrape(rapi)
+    assert samples["lockwarden_up", (("daemon", "luxid"),)] == 0
+    assert samples["lockwarden_up", (("daemon", "wconfd"),)] == 1
+    assert ("lockwarden_jobs_submitted_total", ()) not in samples
+    assert samples["lockwarden_lock_requests_pending", ()] == 0
+
+
+def test_lw_info_shows_the_metrics_url_while_rapi_runs(stack: Any, daemon_factory: Any) -> None:
+    lw = Lw(stack.wconfd.run_dir, stack.wconfd.state_dir)
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+    rapi = Rapi(daemon_factory)
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": f"{rapi.base}/metrics"}
+    rapi.daemon.stop()
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+    killed = Rapi(daemon_factory)
+    killed.daemon.kill()  # a killed lw-rapi leaves its file behind: no URL all the same
+    assert (stack.wconfd.run_dir / "rapi.json").exists()
+    assert lw.json("info", "-o", "metrics_url") == {"metrics_url": None}
+
+
+def test_the_event_stream_sends_a_snapshot_and_does_not_hold_up_a_stop(
+    stack: Any, daemon_factory: Any
+) -> None:
+    rapi = Rapi(daemon_factory)
+    token = base64.b64encode(f"{READER[0]}:{READER[1]}".encode()).decode()
+    request = urllib.request.Request(
+        f"{rapi.base}/ui/events", headers={"Authorization": f"Basic {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        assert stream.readline() == b"event: snapshot\n"
+        view = json.loads(stream.readline().removeprefix(b"data: "))
+        assert view["cluster"]["name"] == "lockwarden" and view["queued_total"] == 0
+        started = time.monotonic()
+        assert rapi.daemon.stop() == 0
+        assert time.monotonic() - started < 5, "an open stream held lw-rapi's stop up"
+
+
+# -- the dashboard in a real browser ------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="no Chromium on this machine (Debian: apt-get install chromium); "
+    "the dashboard test needs a real browser",
+)
+ROWS = "Array.from(document.querySelectorAll('#{0} tbody tr')).map(r => r.innerText)"
+
+
+@needs_chromium
+def test_dashboard_shows_live_data_and_updates_without_reload(
+    stack: Any, daemon_factory: Any, tmp_path: Path
+) -> None:
+    stack.add_nodes("alpha", "beta")
+    running = stack.submit(delay(300, on_nodes=["alpha"]))
+    stack.wait_op_running(running)
+    waiting = stack.submit(delay(1, on_nodes=["alpha"]))
+    stack.wait_status(waiting, "waiting")
+    stack.lc.replace_filter(
+        uuid=None, priority=0, predicates=[["jobid", [">", "id", waiting]]],
+        action="PAUSE", reason=[["test", "hold", 1]],
+    )  # fmt: skip
+    paused = stack.submit(delay(0))
+    rapi = Rapi(daemon_factory)
+    token = base64.b64encode(f"{READER[0]}:{READER[1]}".encode()).decode()
+
+    async def drive() -> None:
+        async with Browser(tmp_path / "chromium") as browser:
+            await browser.open(f"{rapi.base}/ui/", {"Authorization": f"Basic {token}"})
+            await browser.wait_for(
+                f"!!document.querySelector('#queued tr[data-job-id=\"{paused}\"]')"
+            )
+            await browser.evaluate("window.loadedOnce = true")
+            nodes = await browser.evaluate(ROWS.format("nodes"))
+            assert [row.split("\t")[0] for row in nodes] == ["alpha", "beta"]
+            active = await browser.evaluate(ROWS.format("running"))
+            assert any(row.startswith(str(running)) and "node/alpha" in row for row in active)
+            assert any(row.startswith(str(waiting)) and "waiting" in row for row in active)
+            queued = await browser.evaluate(ROWS.format("queued"))
+            assert any(row.startswith(str(paused)) and "paused by filter" in row for row in queued)
+            locks = await browser.evaluate(ROWS.format("locks"))
+            assert any("node/alpha" in row and f"job {running}" in row for row in locks)
+            assert await browser.evaluate("document.querySelector('#live').innerText") == "live"
+            await browser.screenshot(tmp_path / "ui-phone.png", 390, 844, mobile=True)
+            await browser.screenshot(tmp_path / "ui.png", 1280, 800)
+
+            later = await asyncio.to_thread(stack.submit, delay(0))
+            await browser.wait_for(
+                f"!!document.querySelector('#queued tr[data-job-id=\"{later}\"]')"
+            )
+            assert await browser.evaluate("window.loadedOnce") is True  # no reload happened
+            stack.lc.cancel_job(job_id=running, kill=True)
+            await browser.wait_for(
+                f"!!document.querySelector('#recent tr[data-job-id=\"{running}\"]')"
+            )
+
+    asyncio.run(drive())
+    assert (tmp_path / "ui.png").stat().st_size > 10_000
+    assert (tmp_path / "ui-phone.png").stat().st_size > 10_000
