@@ -19,11 +19,13 @@ import asyncio
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -199,22 +201,24 @@ class Candidate:
             text=True,
             bufsize=1,
         )  # fmt: skip
-        self.events: list[dict[str, Any]] = []
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        """Queue each event line of the child's stdout; None when it closes."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.events.put(json.loads(line))
+        self.events.put(None)
 
     def next_event(self, timeout: float) -> dict[str, Any]:
         """The next event line, waiting up to `timeout` s."""
-        import selectors
-
-        assert self.proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                raise TimeoutError(f"candidate {self.node}: no event within {timeout} s")
-        line = self.proc.stdout.readline()
-        if not line:
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"candidate {self.node}: no event within {timeout:.1f} s") from None
+        if event is None:
             raise EOFError(f"candidate {self.node} exited ({self.proc.poll()})")
-        event: dict[str, Any] = json.loads(line)
-        self.events.append(event)
         return event
 
     def wait_for(self, kind: str, timeout: float) -> dict[str, Any]:
@@ -274,7 +278,7 @@ async def _candidate_main(endpoints: str, prefix: str, node: str, ttl: float) ->
         election.start()
         emit(event="started")
         while line := await asyncio.to_thread(sys.stdin.readline):
-            _, key, value = line.split()
+            _, key, value = line.rstrip("\n").split(" ", 2)
             writer = FencedWriter(client, election.key, last_token)
             try:
                 revision = await writer.commit([op_put(key, value)])
