@@ -26,6 +26,7 @@ from client.daemon.etcd.errors import (
     EtcdRequestError,
     Fenced,
     LeaseNotFound,
+    OutcomeUnknown,
 )
 from client.daemon.etcd.fencing import FencedWriter
 from client.daemon.etcd.wire import (
@@ -247,3 +248,52 @@ def test_group_commit_splits_on_limits_and_fails_only_the_bad_change(run: Any) -
         assert (await c.range(f"{p}/huge/", prefix=True, count_only=True)).count == 0
 
     run(body)
+
+
+class LossyClient(EtcdClient):
+    """Loses the answer of chosen transactions: after sending them, or before (kept aside)."""
+
+    def __init__(self, endpoints: list[str], plan: list[str]) -> None:
+        super().__init__(endpoints)
+        self.plan = plan  # per txn call: "ok", "lost-after-commit", "lost-before-send"
+        self.held: list[tuple[Any, Any, Any]] = []
+
+    async def txn(self, compare: Any, success: Any, failure: Any = ()) -> Any:
+        step = self.plan.pop(0) if self.plan else "ok"
+        if step == "lost-before-send":
+            self.held.append((compare, success, failure))
+            raise OutcomeUnknown("answer lost (test)")
+        answer = await super().txn(compare, success, failure)
+        if step == "lost-after-commit":
+            raise OutcomeUnknown("answer lost (test)")
+        return answer
+
+
+def test_a_write_whose_answer_was_lost_is_sent_again_and_applies_once(
+    cluster: EtcdCluster,
+) -> None:
+    async def main() -> None:
+        p = f"/t/{uuid.uuid4().hex}"
+        leader = f"{p}/leader".encode()
+        plan = ["ok", "lost-after-commit", "ok", "lost-before-send", "ok"]
+        async with LossyClient(cluster.endpoints, plan) as c:
+            token = (await c.txn([cmp_create(leader, 0)], [op_put(leader, "n")])).header.revision
+            writer = FencedWriter(c, leader, token)
+            # Committed, answer lost: the second send sees its own commit id in the marker.
+            rev = await writer.commit([op_put(f"{p}/a", "1")], [cmp_create(f"{p}/a", 0)])
+            kv = await c.get(f"{p}/a")
+            assert kv is not None and kv.mod_revision == rev and kv.version == 1
+            # Lost before it reached etcd: the second send commits it.
+            rev_b = await writer.commit([op_put(f"{p}/b", "1")])
+            assert (await c.get(f"{p}/b")).mod_revision == rev_b  # type: ignore[union-attr]
+            # The lost copy arriving late (a member replaying it) can no longer commit.
+            assert len(c.held) == 1 and not c.plan
+            late = await EtcdClient.txn(c, *c.held[0])
+            assert not late.succeeded
+            assert (await c.get(f"{p}/b")).version == 1  # type: ignore[union-attr]
+            # A second writer of the same node has its own chain and does not disturb this one.
+            other = FencedWriter(c, leader, token, name="luxid")
+            await other.commit([op_put(f"{p}/c", "1")])
+            await writer.commit([op_put(f"{p}/d", "1")])
+
+    asyncio.run(main())

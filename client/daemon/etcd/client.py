@@ -127,6 +127,7 @@ class EtcdClient:
                 continue
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 reason = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
+                self._current = (index + 1) % len(self.endpoints)  # the next call tries another
                 if write:
                     raise OutcomeUnknown(
                         f"etcd write {path} sent to {endpoint} got no answer ({reason}); it may "
@@ -139,6 +140,7 @@ class EtcdClient:
                 return wire.decode(raw, answer)
             error = _gateway_error(raw, status)
             if error.code in (_UNAVAILABLE, _DEADLINE_EXCEEDED):
+                self._current = (index + 1) % len(self.endpoints)
                 if write and not error.message.startswith(_NOT_PROPOSED):
                     raise OutcomeUnknown(
                         f"etcd write {path} on {endpoint} failed with {error.message!r}; it may "

@@ -1,25 +1,56 @@
-"""Fenced writes: every write of the master is guarded by its leader token (SPEC §13).
+"""Fenced, exactly-once writes: every write of the master is guarded by its leader token.
 
-The token is the create revision of the leader key the master holds. Each transaction
-compares `create_revision(leader key) == token` besides its own conditions, so a master that
-was deposed (its lease lapsed while it hung, another node took the key) writes nothing,
-whatever it still believes. When a transaction fails, its failure branch reads the leader
-key, which tells a lost fence (`Fenced`: turn standby) from a failed condition of the change
-itself (`CompareFailed`: the caller's optimistic concurrency).
+The token is the create revision of the leader key the master holds (SPEC §13). Each
+transaction compares `create_revision(leader key) == token` besides its own conditions, so a
+master that was deposed (its lease lapsed while it hung, another node took the key) writes
+nothing, whatever it still believes.
+
+A write whose answer is lost (a member died mid-call) may or may not have committed, and may
+even commit later. So that it can be sent again without ever applying twice, each writer
+chains its transactions through a *commit marker* key of its own: every transaction also
+requires `mod_revision(marker) == the revision of the writer's previous transaction` and
+puts a fresh id into the marker. Of two copies of one transaction at most one can commit;
+reading the marker tells whether one did.
+
+When a transaction fails, its failure branch reads the leader key and the marker, which
+tells a lost fence (`Fenced`: turn standby), an earlier copy that committed (success), and a
+failed condition of the change itself (`CompareFailed`: the caller's optimistic concurrency).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import uuid
 from collections.abc import Sequence
 
 from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, pack
 from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import CompareFailed, EtcdError, Fenced
-from client.daemon.etcd.wire import Compare, RequestOp, TxnResponse, cmp_create, op_range
+from client.daemon.etcd.errors import CompareFailed, EtcdError, Fenced, OutcomeUnknown
+from client.daemon.etcd.wire import (
+    Compare,
+    KeyValue,
+    RequestOp,
+    TxnResponse,
+    cmp_create,
+    cmp_mod,
+    op_put,
+    op_range,
+)
+
+log = logging.getLogger(__name__)
+
+# Sending one transaction again after a lost answer: this many times at most.
+SEND_ATTEMPTS = 3
 
 
 class FencedWriter:
-    """Commits changes for the holder of `leader_key` with create revision `token`."""
+    """Commits changes for the holder of `leader_key` with create revision `token`.
+
+    `name` tells apart the writers of one node (wconfd's and luxid's): each has its own
+    commit marker, `<leader_key>.commit.<name>`. Transactions of one writer are sent one at
+    a time (the marker chain orders them); batch with `commit_many` for throughput.
+    """
 
     def __init__(
         self,
@@ -27,21 +58,26 @@ class FencedWriter:
         leader_key: bytes,
         token: int,
         *,
+        name: str = "main",
         max_ops: int = MAX_TXN_OPS,
         max_bytes: int = MAX_TXN_BYTES,
     ) -> None:
         self.client = client
         self.leader_key = leader_key
         self.token = token
-        self.max_ops = max_ops
+        self.marker = leader_key + b".commit." + name.encode()
+        self.max_ops = max_ops - 1  # the marker's put travels in every transaction
         self.max_bytes = max_bytes
+        self._marker_revision: int | None = None
+        self._serial = asyncio.Lock()
 
     async def commit(self, ops: Sequence[RequestOp], compares: Sequence[Compare] = ()) -> int:
         """Commit one change as one transaction; returns the revision it was committed at.
 
         Raises `Fenced` if the token is no longer the leader key's, `CompareFailed` if one of
-        `compares` does not hold (nothing is written in either case), `ChangeTooLarge`, or
-        another `StorageError` from the client.
+        `compares` does not hold (nothing is written in either case), `ChangeTooLarge`,
+        `OutcomeUnknown` if no answer came back after `SEND_ATTEMPTS` sends, or another
+        `StorageError` from the client.
         """
         (outcome,) = await self.commit_many([Change(tuple(ops), tuple(compares))])
         if isinstance(outcome, EtcdError):
@@ -57,50 +93,87 @@ class FencedWriter:
         call; changes of transactions committed before that stay committed, in order.
         """
         outcomes: list[int | CompareFailed] = []
-        for group in pack(changes, max_ops=self.max_ops, max_bytes=self.max_bytes):
-            members = [changes[i] for i in group]
-            try:
-                revision = await self._txn(members)
-            except CompareFailed as failed:
-                if len(members) == 1:
-                    outcomes.append(failed)
-                    continue
-                # Which change's condition failed? Ask each alone, in order.
-                for change in members:
-                    try:
-                        outcomes.append(await self._txn([change]))
-                    except CompareFailed as alone:
-                        outcomes.append(alone)
-                continue
-            outcomes.extend([revision] * len(members))
+        async with self._serial:
+            groups = pack(changes, max_ops=self.max_ops, max_bytes=self.max_bytes, fixed_compares=2)
+            for group in groups:
+                members = [changes[i] for i in group]
+                try:
+                    outcomes.extend([await self._txn(members)] * len(members))
+                except CompareFailed as failed:
+                    if len(members) == 1:
+                        outcomes.append(failed)
+                        continue
+                    # Which change's condition failed? Ask each alone, in order.
+                    for change in members:
+                        try:
+                            outcomes.append(await self._txn([change]))
+                        except CompareFailed as alone:
+                            outcomes.append(alone)
         return outcomes
 
     async def _txn(self, changes: Sequence[Change]) -> int:
-        """One transaction: the fence, the changes' compares, then all their operations."""
-        compares = [cmp_create(self.leader_key, self.token)]
-        ops: list[RequestOp] = []
-        for change in changes:
-            compares.extend(change.compares)
-            ops.extend(change.ops)
-        answer = await self.client.txn(compares, ops, [op_range(self.leader_key)])
-        if answer.succeeded:
-            return answer.header.revision
-        raise self._why_failed(answer)
-
-    def _why_failed(self, answer: TxnResponse) -> EtcdError:
-        """The failure branch read the leader key: is the fence or the change's own compare at fault?"""
-        read = answer.responses[0].response_range if answer.responses else None
-        holder = read.kvs[0] if read is not None and read.kvs else None
-        if holder is None or holder.create_revision != self.token:
-            now = "free"
-            if holder is not None:
-                name = holder.value.decode(errors="replace")
-                now = f"held by {name!r} since revision {holder.create_revision}"
-            return Fenced(
-                f"this node no longer holds the leader key (its term {self.token} ended; the key "
-                f"is {now}); nothing was written: stop serving and turn standby"
-            )
-        return CompareFailed(
-            f"a condition of the transaction no longer holds (at revision {answer.header.revision}); "
-            "nothing was written: read the keys again"
+        """One transaction: the fence, the marker, the changes' compares and operations."""
+        if self._marker_revision is None:
+            kv = await self.client.get(self.marker)
+            self._marker_revision = kv.mod_revision if kv else 0
+        commit_id = uuid.uuid4().hex.encode()
+        ops: list[RequestOp] = [op for change in changes for op in change.ops]
+        ops.append(op_put(self.marker, commit_id))
+        own = [cmp for change in changes for cmp in change.compares]
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            compares = [
+                cmp_create(self.leader_key, self.token),
+                cmp_mod(self.marker, self._marker_revision),
+                *own,
+            ]
+            try:
+                answer = await self.client.txn(
+                    compares, ops, [op_range(self.leader_key), op_range(self.marker)]
+                )
+            except OutcomeUnknown as lost:
+                if attempt == SEND_ATTEMPTS:
+                    raise
+                # The client has moved on to another member: send the same again.
+                log.warning("sending a transaction again: %s", lost.message)
+                continue
+            if answer.succeeded:
+                self._marker_revision = answer.header.revision
+                return answer.header.revision
+            holder, marker = _read(answer, 0), _read(answer, 1)
+            if marker is not None and marker.value == commit_id:
+                # An earlier copy of this very transaction committed (its answer was lost).
+                self._marker_revision = marker.mod_revision
+                return marker.mod_revision
+            if holder is None or holder.create_revision != self.token:
+                raise self._fenced(holder)
+            current = marker.mod_revision if marker else 0
+            if current == self._marker_revision:
+                raise CompareFailed(
+                    f"a condition of the transaction no longer holds (at revision "
+                    f"{answer.header.revision}); nothing was written: read the keys again"
+                )
+            # A transaction of ours whose answer was lost earlier committed after all.
+            self._marker_revision = current
+        raise OutcomeUnknown(
+            f"etcd transaction sent {SEND_ATTEMPTS} times without a definite outcome (answers "
+            "lost, or earlier lost transactions of this writer committing meanwhile); it may "
+            "still commit: read the keys again"
         )
+
+    def _fenced(self, holder: KeyValue | None) -> Fenced:
+        now = "free"
+        if holder is not None:
+            name = holder.value.decode(errors="replace")
+            now = f"held by {name!r} since revision {holder.create_revision}"
+        return Fenced(
+            f"this node no longer holds the leader key (its term {self.token} ended; the key "
+            f"is {now}); nothing was written: stop serving and turn standby"
+        )
+
+
+def _read(answer: TxnResponse, index: int) -> KeyValue | None:
+    """The key read by the failure branch's `index`th range, if it exists."""
+    if index >= len(answer.responses):
+        return None
+    read = answer.responses[index].response_range
+    return read.kvs[0] if read is not None and read.kvs else None
