@@ -8,8 +8,10 @@ not in either daemon. Client code (stubs, CLI, rapi) never imports it.
 Modules:
 
 - `wire`     — msgspec shapes of etcd's v3 JSON gateway (base64 bytes, int64 as strings).
-- `client`   — `EtcdClient`: asyncio over aiohttp, several endpoints with fail-over, typed errors.
-- `fencing`  — `FencedWriter`: batches committed as one transaction guarded by the leader token.
+- `errors`   — its failures, each a `client.errors.StorageError` on the wire.
+- `client`   — `EtcdClient`: asyncio over aiohttp, several endpoints with fail-over.
+- `batching` — pure packing of changes into transactions within etcd's limits (group commit).
+- `fencing`  — `FencedWriter`: changes committed exactly once, guarded by the leader token.
 - `election` — the pure decisions of leader election (when to renew, when to step down).
 - `leader`   — `LeaderElection`: the shell that campaigns, renews, resigns and watches.
 - `url`      — parsing of `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
