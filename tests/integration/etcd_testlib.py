@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,16 @@ class EtcdCluster:
                 with contextlib.suppress(OSError):
                     m.resume()
             m.kill()
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[EtcdCluster]:
+    """A started three-member cluster under `root`, killed on exit (for fixtures)."""
+    cluster = EtcdCluster(root).start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 class Candidate:

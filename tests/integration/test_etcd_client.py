@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from etcd_testlib import EtcdCluster
+from etcd_testlib import EtcdCluster, running_cluster
 
 from client.daemon.etcd.batching import Change
 from client.daemon.etcd.client import EtcdClient
@@ -45,9 +45,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    c = EtcdCluster(tmp_path_factory.mktemp("etcd")).start()
-    yield c
-    c.close()
+    with running_cluster(tmp_path_factory.mktemp("etcd")) as c:
+        yield c
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from etcd_testlib import Candidate, EtcdCluster
+from etcd_testlib import Candidate, EtcdCluster, running_cluster
 
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.election import Term
@@ -37,9 +37,8 @@ MARGIN = 2.0  # etcd checks lease expiry every 0.5 s; the rest is scheduling und
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    c = EtcdCluster(tmp_path_factory.mktemp("etcd")).start()
-    yield c
-    c.close()
+    with running_cluster(tmp_path_factory.mktemp("etcd")) as c:
+        yield c
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from etcd_testlib import EtcdCluster
+from etcd_testlib import EtcdCluster, running_cluster
 
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.leader import LeaderElection
@@ -31,9 +31,8 @@ TTL = 3.0
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
-    c = EtcdCluster(tmp_path).start()
-    yield c
-    c.close()
+    with running_cluster(tmp_path) as c:
+        yield c
 
 
 async def until_leader(elections: list[LeaderElection], timeout: float) -> LeaderElection:

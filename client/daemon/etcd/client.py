@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import aiohttp
 import msgspec
@@ -69,7 +69,7 @@ class EtcdClient:
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> EtcdClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -173,10 +173,10 @@ class EtcdClient:
         count_only: bool = False,
     ) -> wire.RangeResponse:
         """Read one key, a prefix or [key, range_end), at `revision` (0: the newest)."""
-        request = wire.range_request(
-            key,
-            prefix=prefix,
-            range_end=range_end,
+        k = wire.as_bytes(key)
+        request = wire.RangeRequest(
+            key=k,
+            range_end=wire.span_end(k, prefix, range_end),
             limit=limit,
             revision=revision,
             serializable=serializable,

@@ -246,34 +246,11 @@ def decode(raw: bytes, type_: type[T]) -> T:
     return msgspec.json.decode(raw, type=type_, strict=False)
 
 
-def _range_end(key: bytes, prefix: bool, range_end: Key | None) -> bytes:
+def span_end(key: bytes, prefix: bool, range_end: Key | None) -> bytes:
+    """The range_end for one key (empty), a prefix, or an explicit end."""
     if range_end is not None:
         return as_bytes(range_end)
     return prefix_end(key) if prefix else b""
-
-
-def range_request(
-    key: Key,
-    *,
-    prefix: bool = False,
-    range_end: Key | None = None,
-    limit: int = 0,
-    revision: int = 0,
-    serializable: bool = False,
-    keys_only: bool = False,
-    count_only: bool = False,
-) -> RangeRequest:
-    """A range over one key, a prefix, or [key, range_end); revision 0 means the newest."""
-    k = as_bytes(key)
-    return RangeRequest(
-        key=k,
-        range_end=_range_end(k, prefix, range_end),
-        limit=limit,
-        revision=revision,
-        serializable=serializable,
-        keys_only=keys_only,
-        count_only=count_only,
-    )
 
 
 def delete_request(
@@ -281,7 +258,7 @@ def delete_request(
 ) -> DeleteRangeRequest:
     """A delete of one key, a prefix, or [key, range_end)."""
     k = as_bytes(key)
-    return DeleteRangeRequest(key=k, range_end=_range_end(k, prefix, range_end))
+    return DeleteRangeRequest(key=k, range_end=span_end(k, prefix, range_end))
 
 
 def op_put(key: Key, value: Key, *, lease: int = 0) -> RequestOp:
@@ -296,7 +273,8 @@ def op_delete(key: Key, *, prefix: bool = False, range_end: Key | None = None) -
 
 def op_range(key: Key, *, prefix: bool = False, range_end: Key | None = None) -> RequestOp:
     """A read inside a transaction (seen at the transaction's own revision)."""
-    return RequestOp(request_range=range_request(key, prefix=prefix, range_end=range_end))
+    k = as_bytes(key)
+    return RequestOp(request_range=RangeRequest(key=k, range_end=span_end(k, prefix, range_end)))
 
 
 def cmp_create(key: Key, revision: int, result: Result = "EQUAL") -> Compare:
