@@ -121,8 +121,9 @@ class EtcdClient:
                 ):
                     raw = await response.read()
                     status = response.status
-            except aiohttp.ClientConnectorError as exc:
-                problems.append(f"{endpoint}: cannot connect ({exc.os_error})")
+            except (aiohttp.ClientConnectorError, aiohttp.ServerTimeoutError) as exc:
+                # Never connected (only the connect phase has its own timeout): nothing sent.
+                problems.append(f"{endpoint}: cannot connect ({exc})")
                 await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                 continue
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -137,7 +138,14 @@ class EtcdClient:
                 continue
             if status == 200:
                 self._current = index
-                return wire.decode(raw, answer)
+                try:
+                    return wire.decode(raw, answer)
+                except msgspec.DecodeError as exc:
+                    raise EtcdRequestError(
+                        f"etcd {endpoint} answered {path} with something unreadable ({exc}): "
+                        "is it an etcd v3.4+ member with its JSON gateway?",
+                        0,
+                    ) from exc
             error = _gateway_error(raw, status)
             if error.code in (_UNAVAILABLE, _DEADLINE_EXCEEDED):
                 self._current = (index + 1) % len(self.endpoints)

@@ -120,14 +120,18 @@ class LeaderElection:
 
         This node does not campaign again for one TTL, so that a standby wins. With `wait`,
         wait up to that many seconds for another node to become master. Returns the master
-        as last seen (None if none yet).
+        as last seen (None if none yet). If etcd cannot be reached the node has still
+        stepped down, and its key goes when the lease lapses.
         """
         term = self.term
         if term is None:
             return await self.current_master()
         self._campaign_after = self.clock() + self.ttl
         self.step_down("resigned")
-        await self.client.lease_revoke(term.lease_id)
+        try:
+            await self.client.lease_revoke(term.lease_id)
+        except EtcdError as exc:  # the key then goes when the lease lapses, within one TTL
+            log.warning("node %s could not revoke its lease: %s", self.node, exc)
         deadline = self.clock() + wait
         master = await self.current_master()
         while wait and (master is None or master == self.node) and self.clock() < deadline:
@@ -146,6 +150,9 @@ class LeaderElection:
                     await self._master_round()
             except EtcdError as exc:
                 log.warning("leader election of %s: %s", self.node, exc)
+                await self._sleep_until(self.clock() + self.ttl / 10)
+            except Exception:  # a bug must not end the candidacy; the next round re-checks
+                log.exception("leader election of %s failed; going on", self.node)
                 await self._sleep_until(self.clock() + self.ttl / 10)
 
     async def _sleep_until(self, when: float) -> None:
@@ -205,7 +212,13 @@ class LeaderElection:
         self.master = self.node
         log.info("node %s is master (term %d)", self.node, self.term.token)
         if self.on_elected is not None:
-            self.on_elected(self.term)
+            try:
+                self.on_elected(self.term)
+            except Exception:
+                log.exception("node %s could not take over; giving the key up", self.node)
+                self.step_down("taking over failed")
+                with contextlib.suppress(EtcdError):
+                    await self.client.lease_revoke(lease.ID)
 
     async def _master_round(self) -> None:
         term, renewal = self.term, self._renewal
