@@ -30,6 +30,7 @@ from client.daemon.etcd.errors import (
 )
 from client.daemon.etcd.fencing import FencedWriter
 from client.daemon.etcd.wire import (
+    RequestOp,
     cmp_create,
     cmp_mod,
     cmp_value,
@@ -140,6 +141,18 @@ def test_refused_requests_are_typed_storage_errors(run: Any) -> None:
     run(body)
 
 
+def test_compaction_drops_history_not_state(run: Any) -> None:
+    async def body(c: EtcdClient, p: str) -> None:
+        first = await c.put(f"{p}/k", "1")
+        second = await c.put(f"{p}/k", "2")
+        await c.compact(second.header.revision)
+        assert (await c.get(f"{p}/k")).value == b"2"  # type: ignore[union-attr]
+        with pytest.raises(EtcdRequestError, match="compacted"):
+            await c.range(f"{p}/k", revision=first.header.revision)
+
+    run(body)
+
+
 def test_leases_keepalive_ttl_and_revoke(run: Any) -> None:
     async def body(c: EtcdClient, p: str) -> None:
         lease = await c.lease_grant(5)
@@ -233,7 +246,13 @@ def test_group_commit_splits_on_limits_and_fails_only_the_bad_change(run: Any) -
         changes.append(Change((op_put(f"{p}/counter", "2"),), (cmp_value(f"{p}/counter", "1"),)))
         changes.append(Change((op_put(f"{p}/bad", "x"),), (cmp_value(f"{p}/counter", "0"),)))
         changes.append(Change((op_put(f"{p}/after", "x"),)))
-        outcomes = await writer.commit_many(changes)
+        trailer_seen: list[int] = []
+
+        def trailer(last: int) -> RequestOp:  # e.g. the config serial after the txn's changes
+            trailer_seen.append(last)
+            return op_put(f"{p}/meta", str(last))
+
+        outcomes = await writer.commit_many(changes, trailer=trailer)
         assert all(isinstance(o, int) for o in outcomes[:302])
         assert isinstance(outcomes[302], CompareFailed) and isinstance(outcomes[303], int)
         assert (await c.range(f"{p}/bulk/", prefix=True, count_only=True)).count == 300
@@ -241,6 +260,10 @@ def test_group_commit_splits_on_limits_and_fails_only_the_bad_change(run: Any) -
         assert await c.get(f"{p}/bad") is None and await c.get(f"{p}/after") is not None
         # 300 puts need at least 3 transactions of 128: the revisions show the split.
         assert len(set(outcomes[:300])) >= 3
+        assert (await c.get(f"{p}/meta")).value == b"303"  # type: ignore[union-attr]
+        meta_versions = (await c.get(f"{p}/meta")).version  # type: ignore[union-attr]
+        assert meta_versions == len({o for o in outcomes if isinstance(o, int)})
+        assert trailer_seen[-1] == 303 and 302 in trailer_seen  # 302 alone, after its txn failed
 
         with pytest.raises(ChangeTooLarge, match="max-txn-ops"):
             await writer.commit([op_put(f"{p}/huge/{i}", "x") for i in range(129)])

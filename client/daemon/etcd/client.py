@@ -222,6 +222,12 @@ class EtcdClient:
         )
         return await self._call("/v3/kv/txn", request, wire.TxnResponse, write=True)
 
+    async def compact(self, revision: int) -> None:
+        """Drop the history before `revision` (the state stays): etcd keeps every version
+        until compacted, so the master compacts now and then (the seam's "compact" step)."""
+        request = wire.CompactionRequest(revision=revision)
+        await self._call("/v3/kv/compaction", request, wire.CompactionResponse, write=False)
+
     # -- leases ----------------------------------------------------------------------------
 
     async def lease_grant(self, ttl: int) -> wire.LeaseGrantResponse:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, pack
 from client.daemon.etcd.client import EtcdClient
@@ -39,6 +39,9 @@ from client.daemon.etcd.wire import (
 )
 
 log = logging.getLogger(__name__)
+
+# One more operation per transaction, given the index of its last change.
+Trailer = Callable[[int], RequestOp]
 
 # Sending one transaction again after a lost answer: this many times at most.
 SEND_ATTEMPTS = 3
@@ -84,40 +87,51 @@ class FencedWriter:
             raise outcome
         return outcome
 
-    async def commit_many(self, changes: Sequence[Change]) -> list[int | CompareFailed]:
+    async def commit_many(
+        self, changes: Sequence[Change], *, trailer: Trailer | None = None
+    ) -> list[int | CompareFailed]:
         """Commit changes in order, as few transactions as etcd allows (group commit).
 
         Each change is atomic; the result per change is its commit revision or the
         `CompareFailed` of its own conditions (the others still commit: one client's bad
         write does not fail another's). `Fenced` or an unavailable etcd raises for the whole
         call; changes of transactions committed before that stay committed, in order.
+
+        `trailer(i)`, if given, is one more operation for each transaction, given the index
+        of the transaction's last change: state that sums up the changes before it, such as
+        wconfd's config serial_no (`<prefix>/config/meta`). No change may touch its key.
         """
         outcomes: list[int | CompareFailed] = []
+        max_ops = self.max_ops - (trailer is not None)
         async with self._serial:
-            groups = pack(changes, max_ops=self.max_ops, max_bytes=self.max_bytes, fixed_compares=2)
+            groups = pack(changes, max_ops=max_ops, max_bytes=self.max_bytes, fixed_compares=2)
             for group in groups:
                 members = [changes[i] for i in group]
                 try:
-                    outcomes.extend([await self._txn(members)] * len(members))
+                    revision = await self._txn(members, trailer(group[-1]) if trailer else None)
+                    outcomes.extend([revision] * len(members))
                 except CompareFailed as failed:
                     if len(members) == 1:
                         outcomes.append(failed)
                         continue
                     # Which change's condition failed? Ask each alone, in order.
-                    for change in members:
+                    for i in group:
                         try:
-                            outcomes.append(await self._txn([change]))
+                            tail = trailer(i) if trailer else None
+                            outcomes.append(await self._txn([changes[i]], tail))
                         except CompareFailed as alone:
                             outcomes.append(alone)
         return outcomes
 
-    async def _txn(self, changes: Sequence[Change]) -> int:
+    async def _txn(self, changes: Sequence[Change], trailer: RequestOp | None) -> int:
         """One transaction: the fence, the marker, the changes' compares and operations."""
         if self._marker_revision is None:
             kv = await self.client.get(self.marker)
             self._marker_revision = kv.mod_revision if kv else 0
         commit_id = uuid.uuid4().hex.encode()
         ops: list[RequestOp] = [op for change in changes for op in change.ops]
+        if trailer is not None:
+            ops.append(trailer)
         ops.append(op_put(self.marker, commit_id))
         own = [cmp for change in changes for cmp in change.compares]
         for attempt in range(1, SEND_ATTEMPTS + 1):

@@ -226,6 +226,15 @@ class WatchResponse(msgspec.Struct):
     events: list[Event] = msgspec.field(default_factory=list)
 
 
+class CompactionRequest(_Request):
+    revision: int
+    physical: bool = False
+
+
+class CompactionResponse(msgspec.Struct):
+    header: Header = msgspec.field(default_factory=Header)
+
+
 class GatewayError(msgspec.Struct):
     """What the gateway answers with a non-200 status: `code` is the gRPC status code."""
 
