@@ -28,6 +28,7 @@ from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.election import Term
 from client.daemon.etcd.errors import Fenced
 from client.daemon.etcd.leader import LeaderElection
+from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -218,5 +219,39 @@ def test_a_master_cut_off_from_etcd_steps_down_before_anyone_can_win(
             await master.close()
             await standby.close()
         cluster.wait_healthy()
+
+    asyncio.run(main())
+
+
+def test_presence_lists_the_nodes_that_run(cluster: EtcdCluster, prefix: str) -> None:
+    async def main() -> None:
+        async with EtcdClient(cluster.endpoints) as client:
+            nodes = [
+                Presence(client, prefix=prefix, info=NodeInfo(node=f"node{i}", since=i), ttl=TTL)
+                for i in range(3)
+            ]
+            for n in nodes:
+                n.start()
+            try:
+
+                async def names() -> list[str]:
+                    return [n.node for n in await list_nodes(client, prefix)]
+
+                deadline = time.monotonic() + 10
+                while await names() != ["node0", "node1", "node2"]:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+                await client.put(f"{prefix}/nodes/garbage", "not json")
+                await nodes[1].stop()
+                assert await names() == ["node0", "node2"]
+                # A node whose lease was lost (etcd restored from a backup, say) comes back.
+                await client.lease_revoke(nodes[2]._lease)
+                assert await names() == ["node0"]
+                while await names() != ["node0", "node2"]:
+                    assert time.monotonic() < deadline + TTL
+                    await asyncio.sleep(0.05)
+            finally:
+                for n in nodes:
+                    await n.stop()
 
     asyncio.run(main())

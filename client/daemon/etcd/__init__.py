@@ -14,5 +14,6 @@ Modules:
 - `fencing`  — `FencedWriter`: changes committed exactly once, guarded by the leader token.
 - `election` — the pure decisions of leader election (when to renew, when to step down).
 - `leader`   — `LeaderElection`: the shell that campaigns, renews, resigns and watches.
+- `presence` — each node's key under `<prefix>/nodes/`, so any node can list them all.
 - `url`      — parsing of `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
 """
