@@ -124,7 +124,7 @@ class EtcdClient:
             except (aiohttp.ClientConnectorError, aiohttp.ServerTimeoutError) as exc:
                 # Never connected (only the connect phase has its own timeout): nothing sent.
                 problems.append(f"{endpoint}: cannot connect ({exc})")
-                await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
+                await _pause(deadline)
                 continue
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 reason = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
@@ -135,16 +135,18 @@ class EtcdClient:
                         "or may not have been committed: read the keys again before retrying"
                     ) from exc
                 problems.append(f"{endpoint}: {reason}")
+                await _pause(deadline)
                 continue
             if status == 200:
                 self._current = index
                 try:
                     return wire.decode(raw, answer)
                 except msgspec.DecodeError as exc:
+                    what = f"etcd {endpoint} answered {path} with something unreadable ({exc})"
+                    if write:
+                        raise OutcomeUnknown(f"{what}; the write may have been committed") from exc
                     raise EtcdRequestError(
-                        f"etcd {endpoint} answered {path} with something unreadable ({exc}): "
-                        "is it an etcd v3.4+ member with its JSON gateway?",
-                        0,
+                        f"{what}: is it an etcd v3.4+ member with its JSON gateway?", 0
                     ) from exc
             error = _gateway_error(raw, status)
             if error.code in (_UNAVAILABLE, _DEADLINE_EXCEEDED):
@@ -155,7 +157,7 @@ class EtcdClient:
                         "or may not have been committed: read the keys again before retrying"
                     )
                 problems.append(f"{endpoint}: {error.message}")
-                await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
+                await _pause(deadline)
                 continue
             if error.code == _NOT_FOUND and "lease not found" in error.message:
                 raise LeaseNotFound(f"etcd {path}: {error.message}")
@@ -341,6 +343,11 @@ async def _watch_stream(
     except (aiohttp.ClientError, OSError) as exc:
         raise EtcdUnavailable(f"etcd watch stream from {endpoint} broke: {exc!r}") from exc
     raise EtcdUnavailable(f"etcd watch stream from {endpoint} ended")
+
+
+async def _pause(deadline: float) -> None:
+    """A short breath before asking the next member, never past the call's deadline."""
+    await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
 
 
 def _gateway_error(raw: bytes, status: int) -> wire.GatewayError:
