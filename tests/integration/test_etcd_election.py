@@ -29,6 +29,7 @@ from client.daemon.etcd.election import Term
 from client.daemon.etcd.errors import Fenced
 from client.daemon.etcd.leader import LeaderElection
 from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
+from client.daemon.etcd.wire import op_put
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -111,6 +112,11 @@ def test_three_candidates_elect_exactly_one_and_hand_over(
             assert second.election.term is not None and second.election.term.token > term1.token
             with pytest.raises(Fenced):
                 first.election.writer()
+            writer = second.election.writer()
+            assert second.election.writer() is writer  # one chain per name and term
+            assert second.election.writer("luxid") is not writer
+            await writer.commit([op_put(f"{prefix}/x", "1")])
+            await second.election.writer("luxid").commit([op_put(f"{prefix}/y", "1")])
 
             # stop() gives the key up at once: the last standing node takes over fast.
             stopped_at = time.monotonic()

@@ -65,6 +65,7 @@ class LeaderElection:
         self._campaign_after = 0.0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._writers: dict[str, FencedWriter] = {}
 
     @property
     def is_leader(self) -> bool:
@@ -88,11 +89,18 @@ class LeaderElection:
             with contextlib.suppress(EtcdError):
                 await self.client.lease_revoke(term.lease_id)
 
-    def writer(self) -> FencedWriter:
-        """A writer fenced by the current term; `Fenced` if this node is not the master."""
-        if self.term is None:
+    def writer(self, name: str = "main") -> FencedWriter:
+        """The writer `name` fenced by the current term (one per name and term, so its
+        transactions stay one chain); `Fenced` if this node is not the master."""
+        term = self.term
+        if term is None:
             raise Fenced(f"node {self.node!r} is not the master (the master is {self.master!r})")
-        return FencedWriter(self.client, self.key, self.term.token)
+        writer = self._writers.get(name)
+        if writer is None or writer.token != term.token:
+            writer = self._writers[name] = FencedWriter(
+                self.client, self.key, term.token, name=name
+            )
+        return writer
 
     async def current_master(self) -> str | None:
         """The master's node name as etcd has it now, or None while there is none."""
