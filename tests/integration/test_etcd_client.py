@@ -280,12 +280,12 @@ class LossyClient(EtcdClient):
         self.plan = plan  # per txn call: "ok", "lost-after-commit", "lost-before-send"
         self.held: list[tuple[Any, Any, Any]] = []
 
-    async def txn(self, compare: Any, success: Any, failure: Any = ()) -> Any:
+    async def txn(self, compare: Any, success: Any, failure: Any = (), **kw: Any) -> Any:
         step = self.plan.pop(0) if self.plan else "ok"
         if step == "lost-before-send":
             self.held.append((compare, success, failure))
             raise OutcomeUnknown("answer lost (test)")
-        answer = await super().txn(compare, success, failure)
+        answer = await super().txn(compare, success, failure, **kw)
         if step == "lost-after-commit":
             raise OutcomeUnknown("answer lost (test)")
         return answer

@@ -83,8 +83,8 @@ def test_two_members_killed_calls_fail_fast_then_resume(cluster: EtcdCluster) ->
             )
             election.start()
             try:
-                await until_leader([election], 10)
-                await client.put("/f2/base", "1")
+                writer = (await until_leader([election], 10)).writer()
+                await writer.commit([op_put("/f2/base", "1")])
                 for m in cluster.members[1:]:
                     m.kill()
 
@@ -101,6 +101,7 @@ def test_two_members_killed_calls_fail_fast_then_resume(cluster: EtcdCluster) ->
                 txn = [op_put(f"/f2/batch/{i}", "x") for i in range(20)]
                 await fails_fast(client.txn([], txn))
                 await fails_fast(client.put("/f2/base", "2"))
+                await fails_fast(writer.commit([op_put("/f2/base", "3")]))
 
                 # The master cannot renew: it steps down within its TTL.
                 for _ in range(int(TTL / 0.05) + 40):

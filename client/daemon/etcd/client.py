@@ -217,12 +217,18 @@ class EtcdClient:
         compare: Sequence[wire.Compare],
         success: Sequence[wire.RequestOp],
         failure: Sequence[wire.RequestOp] = (),
+        *,
+        timeout: float | None = None,
     ) -> wire.TxnResponse:
-        """If every compare holds run `success`, else `failure`: atomically, as one revision."""
+        """If every compare holds run `success`, else `failure`: atomically, as one revision.
+
+        `timeout` replaces the client's budget for this call."""
         request = wire.TxnRequest(
             compare=list(compare), success=list(success), failure=list(failure)
         )
-        return await self._call("/v3/kv/txn", request, wire.TxnResponse, write=True)
+        return await self._call(
+            "/v3/kv/txn", request, wire.TxnResponse, write=True, timeout=timeout
+        )
 
     async def compact(self, revision: int) -> None:
         """Drop the history before `revision` (the state stays): etcd keeps every version

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -43,8 +44,10 @@ log = logging.getLogger(__name__)
 # One more operation per transaction, given the index of its last change.
 Trailer = Callable[[int], RequestOp]
 
-# Sending one transaction again after a lost answer: this many times at most.
+# Sending one transaction again after a lost answer: this many times at most, and only
+# while at least MIN_SEND_TIME of the call's budget is left.
 SEND_ATTEMPTS = 3
+MIN_SEND_TIME = 0.1
 
 
 class FencedWriter:
@@ -134,6 +137,8 @@ class FencedWriter:
             ops.append(trailer)
         ops.append(op_put(self.marker, commit_id))
         own = [cmp for change in changes for cmp in change.compares]
+        # All sends of one transaction share the client's budget: a call fails in bounded time.
+        deadline = time.monotonic() + self.client.timeout
         for attempt in range(1, SEND_ATTEMPTS + 1):
             compares = [
                 cmp_create(self.leader_key, self.token),
@@ -142,10 +147,13 @@ class FencedWriter:
             ]
             try:
                 answer = await self.client.txn(
-                    compares, ops, [op_range(self.leader_key), op_range(self.marker)]
+                    compares,
+                    ops,
+                    [op_range(self.leader_key), op_range(self.marker)],
+                    timeout=max(deadline - time.monotonic(), MIN_SEND_TIME),
                 )
             except OutcomeUnknown as lost:
-                if attempt == SEND_ATTEMPTS:
+                if attempt == SEND_ATTEMPTS or deadline - time.monotonic() < MIN_SEND_TIME:
                     raise
                 # The client has moved on to another member: send the same again.
                 log.warning("sending a transaction again: %s", lost.message)
