@@ -251,7 +251,7 @@ def test_presence_lists_the_nodes_that_run(cluster: EtcdCluster, prefix: str) ->
                 await nodes[1].stop()
                 assert await names() == ["node0", "node2"]
                 # A node whose lease was lost (etcd restored from a backup, say) comes back.
-                await client.lease_revoke(nodes[2]._lease)
+                await client.lease_revoke(nodes[2].lease)
                 assert await names() == ["node0"]
                 while await names() != ["node0", "node2"]:
                     assert time.monotonic() < deadline + TTL

@@ -14,6 +14,7 @@ Modules:
 - `fencing`  — `FencedWriter`: changes committed exactly once, guarded by the leader token.
 - `election` — the pure decisions of leader election (when to renew, when to step down).
 - `leader`   — `LeaderElection`: the shell that campaigns, renews, resigns and watches.
+- `background` — the task-and-release skeleton the two lease holders below share.
 - `presence` — each node's key under `<prefix>/nodes/`, so any node can list them all.
 - `url`      — parsing of `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
 """

@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable
 
+from client.daemon.etcd.background import Background
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.election import (
     Renewal,
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TTL = 3.0
 
 
-class LeaderElection:
+class LeaderElection(Background):
     """One node's candidacy; `start()` runs it until `stop()`."""
 
     def __init__(
@@ -51,6 +52,7 @@ class LeaderElection:
         on_deposed: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(f"leader-election-{node}")
         self.client = client
         self.node = node
         self.ttl = ttl
@@ -64,25 +66,14 @@ class LeaderElection:
         self._renew_failed = False
         self._campaign_after = 0.0
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._writers: dict[str, FencedWriter] = {}
 
     @property
     def is_leader(self) -> bool:
         return self.term is not None
 
-    def start(self) -> None:
-        """Start campaigning (in a task of the running loop)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"leader-election-{self.node}")
-
-    async def stop(self) -> None:
-        """Stop the candidacy; a master gives up its key first (as `resign`)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def _release(self) -> None:
+        """On `stop()`, after the loop: a master gives up its key (as `resign`)."""
         if self.term is not None:
             term = self.term
             self.step_down("stopped")

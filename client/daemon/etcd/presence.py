@@ -15,6 +15,7 @@ import math
 
 import msgspec
 
+from client.daemon.etcd.background import Background
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.errors import EtcdError
 
@@ -32,28 +33,24 @@ def nodes_prefix(prefix: str) -> str:
     return f"{prefix.rstrip('/')}/nodes/"
 
 
-class Presence:
+class Presence(Background):
     """Keeps this node's key alive until `stop()`; re-creates it if its lease was lost."""
 
     def __init__(self, client: EtcdClient, *, prefix: str, info: NodeInfo, ttl: float) -> None:
+        super().__init__(f"presence-{info.node}")
         self.client = client
         self.info = info
         self.ttl = ttl
         self.key = nodes_prefix(prefix) + info.node
         self._lease = 0
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"presence-{self.info.node}")
+    @property
+    def lease(self) -> int:
+        """The lease the key is on now (0 while it has none)."""
+        return self._lease
 
-    async def stop(self) -> None:
-        """Remove the key now (best effort: otherwise it lapses with the lease)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def _release(self) -> None:
+        """On `stop()`: remove the key now (best effort: otherwise it lapses with the lease)."""
         if self._lease:
             with contextlib.suppress(EtcdError):
                 await self.client.lease_revoke(self._lease)
