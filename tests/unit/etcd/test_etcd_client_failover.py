@@ -132,7 +132,7 @@ def test_reads_go_round_the_members_until_their_budget_ends() -> None:
             started = time.monotonic()
             with pytest.raises(EtcdUnavailable, match="quorum") as info:
                 await client.range("k")
-            assert 0.9 < time.monotonic() - started < 1.6
+            assert 0.9 < time.monotonic() - started < 2.0  # the budget (1 s), not the 10 s hang
             assert "cannot connect" in info.value.message
             assert "no answer in time" in info.value.message
             assert len(asked[0]) >= 2
