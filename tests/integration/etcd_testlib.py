@@ -136,6 +136,13 @@ class EtcdMember:
         except (OSError, ValueError, urllib.error.URLError):
             return False
 
+    def status(self) -> dict[str, Any]:
+        """The member's /v3/maintenance/status answer (its id, the leader's id, ...)."""
+        request = urllib.request.Request(self.client_url + "/v3/maintenance/status", data=b"{}")
+        with urllib.request.urlopen(request, timeout=2) as r:
+            answer: dict[str, Any] = json.loads(r.read())
+            return answer
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -178,6 +185,15 @@ class EtcdCluster:
             time.sleep(0.05)
         logs = "\n".join(f"--- {m.name}\n{m.log()[-2000:]}" for m in members)
         raise TimeoutError(f"etcd members not healthy within {timeout} s:\n{logs}")
+
+    def leader(self) -> EtcdMember:
+        """The member that is raft leader now."""
+        statuses = {m.name: m.status() for m in self.members if m.alive}
+        leader_id = next(iter(statuses.values()))["leader"]
+        for m in self.members:
+            if m.name in statuses and statuses[m.name]["header"]["member_id"] == leader_id:
+                return m
+        raise RuntimeError(f"no live member is the leader ({statuses})")
 
     def close(self) -> None:
         for m in self.members:

@@ -42,21 +42,25 @@ _DEADLINE_EXCEEDED = 4
 # Answers that prove a write was not proposed to raft, so another member may take it.
 _NOT_PROPOSED = ("etcdserver: no leader", "etcdserver: not capable")
 _RETRY_PAUSE = 0.05
+DEFAULT_TIMEOUT = 5.0
 
 
 class EtcdClient:
     """One connection pool to an etcd cluster; methods are coroutines, one per v3 call.
 
     `endpoints` are base URLs (`http://127.0.0.1:2379`). `timeout` is the whole budget of
-    one call across members; `attempt_timeout` bounds one member's answer to a read, so a
-    hung member costs a read only that long before the next member is asked.
+    one call across members: the default outlasts etcd electing a new leader after its
+    leader died (1 to 2.5 s with etcd's default 1 s election timeout), during which writes
+    wait, so the death of one member fails no call. `attempt_timeout` bounds one member's
+    answer to a read, so a hung member costs a read only that long before the next member
+    is asked.
     """
 
     def __init__(
         self,
         endpoints: Sequence[str],
         *,
-        timeout: float = 2.0,
+        timeout: float = DEFAULT_TIMEOUT,
         attempt_timeout: float = 1.0,
         connect_timeout: float = 0.5,
     ) -> None:

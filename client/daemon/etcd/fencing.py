@@ -44,9 +44,12 @@ log = logging.getLogger(__name__)
 # One more operation per transaction, given the index of its last change.
 Trailer = Callable[[int], RequestOp]
 
-# Sending one transaction again after a lost answer: this many times at most, and only
-# while at least MIN_SEND_TIME of the call's budget is left.
-SEND_ATTEMPTS = 3
+# One send of a transaction waits at most SEND_TIMEOUT for its answer, then the same
+# transaction goes to the next member: a proposal that went to a leader which just died is
+# lost, and waiting longer for it would only spend the call's budget. Sends go on while
+# MIN_SEND_TIME of the budget (the client's timeout) is left, SEND_ATTEMPTS at most.
+SEND_TIMEOUT = 1.5
+SEND_ATTEMPTS = 8
 MIN_SEND_TIME = 0.1
 
 
@@ -82,7 +85,7 @@ class FencedWriter:
 
         Raises `Fenced` if the token is no longer the leader key's, `CompareFailed` if one of
         `compares` does not hold (nothing is written in either case), `ChangeTooLarge`,
-        `OutcomeUnknown` if no answer came back after `SEND_ATTEMPTS` sends, or another
+        `OutcomeUnknown` if no send got a definite answer within the budget, or another
         `StorageError` from the client.
         """
         (outcome,) = await self.commit_many([Change(tuple(ops), tuple(compares))])
@@ -150,7 +153,7 @@ class FencedWriter:
                     compares,
                     ops,
                     [op_range(self.leader_key), op_range(self.marker)],
-                    timeout=max(deadline - time.monotonic(), MIN_SEND_TIME),
+                    timeout=max(min(deadline - time.monotonic(), SEND_TIMEOUT), MIN_SEND_TIME),
                 )
             except OutcomeUnknown as lost:
                 if attempt == SEND_ATTEMPTS or deadline - time.monotonic() < MIN_SEND_TIME:
