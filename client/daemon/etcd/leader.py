@@ -1,0 +1,250 @@
+"""`LeaderElection`: campaign for, hold, renew and give up the leader key (SPEC §13).
+
+The shell around `election`: a standby reads `<prefix>/leader`; when it is absent it takes
+it with a lease and a create-only transaction (`create_revision == 0`); otherwise it watches
+the key (and re-reads it at least every TTL, in case the watch's member hangs) until it is
+deleted. The master renews its lease with keepalives and steps down at once when it could
+not renew before its deadline, when etcd says the lease is gone, when a fenced write finds
+the key taken (`step_down`), or when asked to (`resign`, for `lw cluster failover`).
+
+Callbacks run inside the election's task and must not block: a daemon starts its own task
+for slow work (loading state) from `on_elected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from client.daemon.etcd.background import Background
+from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.election import (
+    Renewal,
+    Term,
+    after_keepalive,
+    must_step_down,
+    next_wake,
+)
+from client.daemon.etcd.errors import EtcdError, Fenced
+from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.wire import cmp_create, op_put, op_range
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL = 3.0
+
+
+class LeaderElection(Background):
+    """One node's candidacy; `start()` runs it until `stop()`."""
+
+    def __init__(
+        self,
+        client: EtcdClient,
+        *,
+        prefix: str,
+        node: str,
+        ttl: float = DEFAULT_TTL,
+        on_elected: Callable[[Term], None] | None = None,
+        on_deposed: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(f"leader-election-{node}")
+        self.client = client
+        self.node = node
+        self.ttl = ttl
+        self.key = f"{prefix.rstrip('/')}/leader".encode()
+        self.on_elected = on_elected
+        self.on_deposed = on_deposed
+        self.clock = clock
+        self.term: Term | None = None
+        self.master: str | None = None  # last known master (this node's name while master)
+        self._renewal: Renewal | None = None
+        self._renew_failed = False
+        self._campaign_after = 0.0
+        self._wakeup = asyncio.Event()
+        self._writers: dict[str, FencedWriter] = {}
+
+    @property
+    def is_leader(self) -> bool:
+        return self.term is not None
+
+    async def _release(self) -> None:
+        """On `stop()`, after the loop: a master gives up its key (as `resign`)."""
+        if self.term is not None:
+            term = self.term
+            self.step_down("stopped")
+            with contextlib.suppress(EtcdError):
+                await self.client.lease_revoke(term.lease_id)
+
+    def writer(self, name: str = "main") -> FencedWriter:
+        """The writer `name` fenced by the current term (one per name and term, so its
+        transactions stay one chain); `Fenced` if this node is not the master."""
+        term = self.term
+        if term is None:
+            raise Fenced(f"node {self.node!r} is not the master (the master is {self.master!r})")
+        writer = self._writers.get(name)
+        if writer is None or writer.token != term.token:
+            writer = self._writers[name] = FencedWriter(
+                self.client, self.key, term.token, name=name
+            )
+        return writer
+
+    async def current_master(self) -> str | None:
+        """The master's node name as etcd has it now, or None while there is none."""
+        kv = await self.client.get(self.key)
+        self.master = kv.value.decode(errors="replace") if kv else None
+        return self.master
+
+    def step_down(self, reason: str) -> None:
+        """Stop being master now (e.g. a fenced write failed); no-op on a standby."""
+        if self.term is None:
+            return
+        log.warning(
+            "node %s steps down as master (term %d): %s", self.node, self.term.token, reason
+        )
+        self.term = None
+        self._renewal = None
+        if self.master == self.node:
+            self.master = None
+        self._wakeup.set()
+        if self.on_deposed is not None:
+            self.on_deposed(reason)
+
+    async def resign(self, wait: float = 0.0) -> str | None:
+        """Give up mastership (`lw cluster failover`): revoke the lease, deleting the key.
+
+        This node does not campaign again for one TTL, so that a standby wins. With `wait`,
+        wait up to that many seconds for another node to become master. Returns the master
+        as last seen (None if none yet). If etcd cannot be reached the node has still
+        stepped down, and its key goes when the lease lapses.
+        """
+        term = self.term
+        if term is None:
+            return await self.current_master()
+        self._campaign_after = self.clock() + self.ttl
+        self.step_down("resigned")
+        try:
+            await self.client.lease_revoke(term.lease_id)
+        except EtcdError as exc:  # the key then goes when the lease lapses, within one TTL
+            log.warning("node %s could not revoke its lease: %s", self.node, exc)
+        deadline = self.clock() + wait
+        master = await self.current_master()
+        while wait and (master is None or master == self.node) and self.clock() < deadline:
+            await asyncio.sleep(0.05)
+            master = await self.current_master()
+        return master
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.term is None:
+                    await self._standby_round()
+                else:
+                    await self._master_round()
+            except EtcdError as exc:
+                log.warning("leader election of %s: %s", self.node, exc)
+                await self._sleep_until(self.clock() + self.ttl / 10)
+            except Exception:  # a bug must not end the candidacy; the next round re-checks
+                log.exception("leader election of %s failed; going on", self.node)
+                await self._sleep_until(self.clock() + self.ttl / 10)
+
+    async def _sleep_until(self, when: float) -> None:
+        """Sleep until `when`, or until `step_down`/`resign` wakes the loop."""
+        self._wakeup.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), max(0.0, when - self.clock()))
+
+    async def _standby_round(self) -> None:
+        if self.clock() < self._campaign_after:
+            await self._sleep_until(self._campaign_after)
+            return
+        answer = await self.client.range(self.key)
+        if answer.kvs:
+            self.master = answer.kvs[0].value.decode(errors="replace")
+            await self._watch_until_deleted(answer.header.revision + 1)
+            return
+        self.master = None
+        await self._campaign()
+
+    async def _watch_until_deleted(self, revision: int) -> None:
+        """Return when the leader key is deleted, or after one TTL (the caller re-reads)."""
+        with contextlib.suppress(TimeoutError, EtcdError):
+            async with asyncio.timeout(self.ttl):
+                stream = self.client.watch(self.key, start_revision=revision)
+                async with contextlib.aclosing(stream):
+                    async for answer in stream:
+                        for event in answer.events:
+                            if event.type == "DELETE":
+                                return
+                            self.master = event.kv.value.decode(errors="replace")
+
+    async def _campaign(self) -> None:
+        sent_at = self.clock()  # the lease starts later, in etcd: judging from here is safe
+        lease = await self.client.lease_grant(math.ceil(self.ttl))
+        try:
+            answer = await self.client.txn(
+                [cmp_create(self.key, 0)],
+                [op_put(self.key, self.node, lease=lease.ID)],
+                [op_range(self.key)],
+            )
+        except EtcdError:
+            # We may or may not hold the key now; without keepalives it lapses by itself.
+            with contextlib.suppress(EtcdError):
+                await self.client.lease_revoke(lease.ID)
+            raise
+        if not answer.succeeded:
+            with contextlib.suppress(EtcdError):
+                await self.client.lease_revoke(lease.ID)
+            read = answer.responses[0].response_range if answer.responses else None
+            if read is not None and read.kvs:
+                self.master = read.kvs[0].value.decode(errors="replace")
+            return
+        self.term = Term(node=self.node, lease_id=lease.ID, token=answer.header.revision)
+        self._renewal = Renewal(sent_at=sent_at, ttl=min(self.ttl, float(lease.TTL)))
+        self._renew_failed = False
+        self.master = self.node
+        log.info("node %s is master (term %d)", self.node, self.term.token)
+        if self.on_elected is not None:
+            try:
+                self.on_elected(self.term)
+            except Exception:
+                log.exception("node %s could not take over; giving the key up", self.node)
+                self.step_down("taking over failed")
+                with contextlib.suppress(EtcdError):
+                    await self.client.lease_revoke(lease.ID)
+
+    async def _master_round(self) -> None:
+        term, renewal = self.term, self._renewal
+        assert term is not None and renewal is not None
+        if must_step_down(renewal, self.clock()):
+            self.step_down(f"could not renew the lease within its {renewal.ttl:g} s TTL")
+            return
+        await self._sleep_until(next_wake(renewal, self.clock(), self._renew_failed))
+        if self.term is not term:
+            return
+        sent_at = self.clock()
+        if must_step_down(renewal, sent_at):
+            self.step_down(f"could not renew the lease within its {renewal.ttl:g} s TTL")
+            return
+        try:
+            remaining = await self.client.lease_keepalive(
+                term.lease_id, timeout=renewal.deadline - sent_at
+            )
+        except EtcdError as exc:
+            log.warning("node %s could not renew its lease: %s", self.node, exc)
+            self._renew_failed = True
+            return
+        if self.term is not term:
+            return
+        renewed = after_keepalive(renewal, sent_at, remaining, self.ttl)
+        if renewed is None:
+            self.step_down("etcd says the lease has expired")
+            return
+        self._renewal = renewed
+        self._renew_failed = False
