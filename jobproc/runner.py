@@ -2,7 +2,7 @@
 
     hello → luxid answers the opcodes and where to start (or to stop)
     for each opcode luxid says to run:
-        take its locks (jobproc.acquire; `waiting` is reported only if they are not free)
+        take its locks (jobproc.locks.acquire; `waiting` is reported only if they are not free)
         report `running` — luxid's durable answer is the gate: no opcode runs twice
         execute it in a worker thread with a JobContext (jobproc.adapter)
         release its locks, report the end; luxid answers the next opcode or stop
@@ -26,8 +26,8 @@ import msgspec
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors, paths
 from client.api.luxi import Directive, Finish, Hello, Running
-from jobproc.acquire import LockTaker, Outcome
 from jobproc.adapter import JobContext
+from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import Canceled, OpCode, OpExecError, build_opcode
 from jobproc.signals import JobSignals
 

@@ -1,4 +1,4 @@
-"""jobproc's lock taking (jobproc.acquire) against a real wconfd, with a fast timeout
+"""jobproc's lock taking (jobproc.locks.acquire) against a real wconfd, with a fast timeout
 schedule: timeouts release everything and start again, exhausted schedules raise the
 priority (reported to luxid), signals interrupt a wait and withdraw its request."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from client import AsyncWConfdClient, WConfdClient
 from client.api.luxi import Check, Directive, Priority, Waiting
-from jobproc.acquire import LockTaker, Outcome
+from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import build_opcode
 from jobproc.signals import JobSignals
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
+from jobproc.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 from jobproc.opcodes.base import MacPrefix, OpCode, OpParams, Tag, param_error
 from jobproc.opcodes.builtin._common import changed
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_INVAL, OpExecError
-from jobproc.opcodes.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 
 
 class ClusterRenameParams(OpParams):

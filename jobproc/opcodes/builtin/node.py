@@ -7,11 +7,11 @@ import ipaddress
 from typing import Any
 
 from client.errors import AlreadyExists, ConfigValidationError, NotFound, ReservationError
+from jobproc.locks import EXCLUSIVE, SHARED, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams, param_error
 from jobproc.opcodes.builtin._common import changed, exists, get_or_fail
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError
-from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockPlan, lock
 
 IP_RESERVATION_NAMESPACE = "primary_ip"
 

@@ -4,7 +4,7 @@ Phase 0 starts with cluster/BGL (shared unless the opcode needs it exclusive); a
 phase is resolved only once the earlier ones are held (the configuration it reads is then
 protected).  Each phase is first tried without waiting; if it is blocked the job reports
 `waiting` to luxid and waits in wconfd (`update_locks_waiting`) with the timeout and
-priority of Ganeti's strategy (jobproc.locking_strategy).  On a timeout everything is
+priority of Ganeti's strategy (jobproc.locks.strategy).  On a timeout everything is
 released and the plan starts again from phase 0 (a fresh `locks()` call), at the next
 timeout and, once a schedule is exhausted, a more urgent priority.
 
@@ -27,7 +27,7 @@ from typing import Any
 from client import AsyncWConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
 from client.api.wconfd import WaitResult
-from jobproc.locking_strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
+from jobproc.locks.strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
 from jobproc.opcodes.context import ConfigReader
 from jobproc.signals import JobSignals
