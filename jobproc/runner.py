@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from typing import Any, Literal
 
@@ -39,6 +40,37 @@ RETRY_MIN, RETRY_MAX = 0.02, 1.0
 HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
 JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
 FinishStatus = Literal["success", "error", "canceled"]
+
+
+def setup_logging(job_id: int | None) -> None:
+    """One line per event on stderr (luxid's, so the daemon's log or journal has them)."""
+    who = f"job-{job_id}" if job_id is not None else "zygote"
+    prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
+
+
+def run_job(
+    job_id: int, run_dir: str | os.PathLike[str] | None, forked: float | None = None
+) -> int:
+    """Run job `job_id` in this process; the exit code.
+
+    `forked`: when the zygote forked this process (its caller ends the process right
+    after, with os._exit); the event loop's orderly teardown, a millisecond of a short
+    job's CPU, is then skipped: the job's own cleanup (locks, connections) has run.
+    """
+    setup_logging(job_id)
+    runner = JobRunner(job_id, run_dir)
+    if forked is None:
+        return asyncio.run(runner.main())
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop.run_until_complete(runner.main())
 
 
 class JobRunner:

@@ -19,10 +19,13 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import msgspec
 import psutil
+
+from jobproc.runner import run_job
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +40,6 @@ def preload() -> None:
     import concurrent.futures.thread  # noqa: F401 - asyncio.to_thread's executor
     import queue  # noqa: F401
 
-    import jobproc.main
-    import jobproc.runner  # noqa: F401
     from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
     from jobproc.opcodes import get_opcode_class, known_op_ids
 
@@ -85,6 +86,7 @@ def _serve(run_dir: Path) -> None:
 
 def _child(job_id: int, run_dir: Path) -> None:
     """In the forked child: leave the zygote's session and channel, run the job, exit."""
+    forked = time.time()
     code = 1
     try:
         os.setsid()
@@ -93,9 +95,7 @@ def _child(job_id: int, run_dir: Path) -> None:
         os.dup2(devnull, 0)
         os.dup2(2, 1)
         os.close(devnull)
-        from jobproc.main import run_job
-
-        code = run_job(job_id, run_dir, exiting=True)
+        code = run_job(job_id, run_dir, forked)
     except BaseException:
         log.exception("job %d failed in its process", job_id)
     finally:
