@@ -37,8 +37,8 @@ def preload() -> None:
     (`gc.freeze`): a child's collections would otherwise touch every one of them and
     copy most of the zygote's memory page by page.
     """
-    import concurrent.futures.thread  # noqa: F401 - asyncio.to_thread's executor
-    import queue  # noqa: F401
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401 - jobproc.runner.new_event_loop's
 
     from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
     from jobproc.opcodes import get_opcode_class, known_op_ids
@@ -95,7 +95,7 @@ def _child(job_id: int, run_dir: Path) -> None:
         os.dup2(devnull, 0)
         os.dup2(2, 1)
         os.close(devnull)
-        code = run_job(job_id, run_dir, forked)
+        code = run_job(job_id, run_dir, None, forked)
     except BaseException:
         log.exception("job %d failed in its process", job_id)
     finally:
