@@ -2,9 +2,11 @@
 and forks one child per job, so a job starts in a millisecond instead of paying for a
 fresh interpreter and its imports.
 
-Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`; the
-zygote forks and answers `<job_id> <pid>\\n` (or `<job_id> error <text>\\n`).  It says
-`ready\\n` once loaded and exits when luxid closes the channel; its children live on.
+Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`, or
+`<job_id> <directive>\\n` with the job's first Directive as compact JSON (what luxid
+would answer the job's `hello`: the child then starts without asking); the zygote forks
+and answers `<job_id> <pid>\\n` (or `<job_id> error <text>\\n`).  It says `ready\\n`
+once loaded and exits when luxid closes the channel; its children live on.
 
 The zygote never starts threads or an event loop, so forking it is safe.  SIGCHLD is
 ignored, so the kernel reaps finished children.  SIGTERM and SIGUSR1 stay blocked (luxid
@@ -25,7 +27,10 @@ from pathlib import Path
 import msgspec
 import psutil
 
+from client.api.luxi import Directive
 from jobproc.runner import run_job
+
+_directive = msgspec.json.Decoder(Directive)
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +74,11 @@ def serve(run_dir: Path) -> int:
 def _serve(run_dir: Path) -> None:
     os.write(1, b"ready\n")
     for line in sys.stdin.buffer:
+        word, _, first = line.strip().partition(b" ")
         try:
-            job_id = int(line)
+            job_id = int(word)
         except ValueError:
-            log.error("ignoring a bad request %r", line)
+            log.error("ignoring a bad request %r", line[:200])
             continue
         try:
             pid = os.fork()
@@ -80,12 +86,15 @@ def _serve(run_dir: Path) -> None:
             os.write(1, f"{job_id} error {exc}\n".encode())
             continue
         if pid == 0:
-            _child(job_id, run_dir)
+            _child(job_id, run_dir, first)
         os.write(1, f"{job_id} {pid}\n".encode())
 
 
-def _child(job_id: int, run_dir: Path) -> None:
-    """In the forked child: leave the zygote's session and channel, run the job, exit."""
+def _child(job_id: int, run_dir: Path, first: bytes) -> None:
+    """In the forked child: leave the zygote's session and channel, run the job, exit.
+
+    `first`: the job's first directive (JSON), or empty: the job asks luxid with hello.
+    """
     forked = time.time()
     code = 1
     try:
@@ -95,7 +104,7 @@ def _child(job_id: int, run_dir: Path) -> None:
         os.dup2(devnull, 0)
         os.dup2(2, 1)
         os.close(devnull)
-        code = run_job(job_id, run_dir, None, forked)
+        code = run_job(job_id, run_dir, _directive.decode(first) if first else None, forked)
     except BaseException:
         log.exception("job %d failed in its process", job_id)
     finally:
