@@ -136,6 +136,13 @@ def apply_report(job: Job, event: JobEvent, now: float) -> tuple[Job, Directive]
     return job, answer
 
 
+def first_directive(job: Job, now: float) -> Directive | None:
+    """The answer to the job process's `hello`, when asking would change nothing (the
+    process may then start without asking: luxid hands it over at the spawn); else None."""
+    new, answer = apply_report(job, Hello(), now)
+    return answer if new is job else None
+
+
 def _log(job: Job, event: Log, now: float) -> Job:
     """Append the entry unless the job is finalized or the entry is already there."""
     if job_status(job) in FINALIZED or event.seq < len(job.ops[event.index].log):
