@@ -108,7 +108,9 @@ class JobContext:
         """Wait; an interruptible opcode stops at once when the job is canceled."""
         if not self._interruptible:
             time.sleep(seconds)
-        elif self._run(self._signals.sleep(seconds)):
+        elif self._signals.canceled.is_set() or (
+            seconds > 0 and self._run(self._signals.sleep(seconds))
+        ):
             raise Canceled()
 
     def submit_jobs(self, jobs: list[list[dict[str, Any]]]) -> list[int]:

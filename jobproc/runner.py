@@ -52,18 +52,25 @@ HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
 JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
 FinishStatus = Literal["success", "error", "canceled"]
 T = TypeVar("T")
+_handler: logging.StreamHandler[Any] | None = None  # set up once per process (or zygote)
 
 
 def setup_logging(job_id: int | None) -> None:
-    """One line per event on stderr (luxid's, so the daemon's log or journal has them)."""
+    """One line per event on stderr (luxid's, so the daemon's log or journal has them).
+
+    A child of the zygote keeps the zygote's handler and level and only names itself.
+    """
+    global _handler
     who = f"job-{job_id}" if job_id is not None else "zygote"
     prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
-    )
+    formatter = logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
+    if _handler is not None:
+        _handler.setFormatter(formatter)
+        return
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(formatter)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [_handler]
     root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
 
 
@@ -209,12 +216,17 @@ class JobRunner:
         ctx.set_priority(self.locks.priority)
         status, result = _execute(op, ctx)
         self.timeline.mark("executed")
-        self.locks.free()
         self.reserved = self.reserved or ctx.reserved
-        if self.reserved and (last or status != "success"):
-            self.wait(self.wconfd.release_reservations())
+        ending = self.reserved and (last or status != "success")
+        return self.wait(self.end(Finish(index=index, status=status, result=result), ending))
+
+    async def end(self, finish: Finish, release_reservations: bool) -> Directive:
+        """Release the opcode's locks (and the job's reservations), then report its end."""
+        await self.locks.release()
+        if release_reservations:
+            await self.wconfd.release_reservations()
         self.timeline.mark("released")
-        answer = self.wait(self.report(Finish(index=index, status=status, result=result)))
+        answer = await self.report(finish)
         self.timeline.mark("finished")
         return answer
 

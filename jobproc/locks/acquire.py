@@ -117,7 +117,12 @@ class LockTaker:
     def free(self) -> None:
         """Release every lock of the job (and withdraw a waiting request)."""
         if self.holding:
-            self.run(self.wconfd.free_locks())
+            self.run(self.release())
+
+    async def release(self) -> None:
+        """`free` as a step of a longer call on the event loop."""
+        if self.holding:
+            await self.wconfd.free_locks()
             self.holding = False
 
     async def _wait(
