@@ -137,10 +137,12 @@ def apply_report(job: Job, event: JobEvent, now: float) -> tuple[Job, Directive]
 
 
 def first_directive(job: Job, now: float) -> Directive | None:
-    """The answer to the job process's `hello`, when asking would change nothing (the
-    process may then start without asking: luxid hands it over at the spawn); else None."""
+    """The answer to the job process's `hello` if it is to run an opcode and asking would
+    change nothing (the process may then start without asking: luxid hands it over at
+    the spawn); else None.  Never a stop: a job resumed after a pause is still flagged
+    paused until its new process is recorded, so its process must ask."""
     new, answer = apply_report(job, Hello(), now)
-    return answer if new is job else None
+    return answer if new is job and not answer.stop else None
 
 
 def _log(job: Job, event: Log, now: float) -> Job:
