@@ -59,6 +59,7 @@ class Stack:
         self.run = run
         self.log = log
         self.lc = LuxiClient(run / "luxid.sock", timeout=600)
+        self.offset = 0  # how much of the log `timelines` has read
         procs = [
             p for p in psutil.process_iter(["cmdline"])
             if p.info["cmdline"] and str(run) in p.info["cmdline"]
@@ -109,13 +110,13 @@ class Stack:
         self.log.flush()
         out = {}
         with open(self.log.name, "rb") as f:
-            f.seek(getattr(self, "_offset", 0))
+            f.seek(self.offset)
             for line in f:
                 _, found, data = line.partition(b" timeline ")
                 if found:
                     marks = json.loads(data)
                     out[marks.pop("job")] = marks
-            self._offset = f.tell()
+            self.offset = f.tell()
         return out
 
 
@@ -208,8 +209,9 @@ def main() -> None:
     args = parser.parse_args()
     out: dict[str, Any] = {"bench": "job_life", "cpus": cpu_count()}
     with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp, stack(Path(tmp)) as s:
-        s.run_jobs(5)  # the zygote's first children
-        s.jobs([]), s.timelines()
+        warm, _ = s.run_jobs(5)  # the zygote's first children
+        s.jobs(warm)
+        s.timelines()
         out["idle"] = idle(s, args.idle)
         set_max_running(s.run, 20)
         out["burst"] = burst(s, args.bursts)
