@@ -115,7 +115,7 @@ class JobRunner:
         job_id: int,
         run_dir: str | os.PathLike[str] | None,
         loop: asyncio.AbstractEventLoop,
-        timeline: Timeline | None = None,
+        timeline: Timeline,
     ) -> None:
         self.job_id = job_id
         self.loop = loop
@@ -123,7 +123,7 @@ class JobRunner:
         self.wconfd = AsyncWConfdClient(paths.wconfd_socket(run_dir), job_id=job_id)
         self.signals = JobSignals()
         self.locks = LockTaker(self.wconfd, self.signals, self.report, self.wait)
-        self.timeline = timeline or Timeline(job_id)
+        self.timeline = timeline
         self.acknowledged = False  # luxid has answered this process once
         self.reserved = False  # an opcode reserved something in wconfd
 

@@ -31,6 +31,7 @@ from typing import Any
 from client import AsyncWConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
 from client.api.wconfd import WaitResult
+from jobproc.adapter import Run
 from jobproc.locks.strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
 from jobproc.opcodes.context import ConfigReader
@@ -39,7 +40,6 @@ from jobproc.signals import JobSignals
 log = logging.getLogger(__name__)
 
 Report = Callable[[Any], Awaitable[Directive]]
-Run = Callable[[Awaitable[Any]], Any]
 # How long to wait for wconfd's answer to a withdrawn request.
 WITHDRAW_TIMEOUT = 10.0
 
