@@ -13,6 +13,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+from client import LuxiClient, WConfdClient
 
 BIN = Path(sys.executable).parent
 
@@ -31,8 +34,12 @@ def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout: float = 
 
 
 @contextlib.contextmanager
-def daemon(name: str, *extra: str, base: Path | None = None) -> Iterator[tuple[Path, Path]]:
-    """Run `lw-<name>` on temporary dirs; yields (run_dir, state_dir)."""
+def daemon(
+    name: str, *extra: str, base: Path | None = None, stderr: IO[bytes] | None = None
+) -> Iterator[tuple[Path, Path]]:
+    """Run `lw-<name>` on temporary dirs; yields (run_dir, state_dir).
+
+    `stderr`: where the daemon's log goes (and its job processes', for luxid)."""
     with contextlib.ExitStack() as stack:
         root = base or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lwbench-")))
         run, state = root / "run", root / "state"
@@ -47,6 +54,7 @@ def daemon(name: str, *extra: str, base: Path | None = None) -> Iterator[tuple[P
                 "WARNING",
                 *extra,
             ],
+            stderr=stderr,
         )
         try:
             wait_for_socket(run / f"{name}.sock", proc)
@@ -106,3 +114,28 @@ def summary(samples: list[float]) -> dict[str, float]:
 def cpu_count() -> int:
     """Cores available to this process."""
     return len(os.sched_getaffinity(0))
+
+
+def set_max_running(run: Path, n: int) -> None:
+    """Set the cluster's max_running_jobs through wconfd (holding the BGL, as jobs do)."""
+    with WConfdClient(run / "wconfd.sock", name="bench") as wc:
+        wc.update_locks_waiting([["cluster/BGL", "exclusive"]], timeout=30)
+        cluster = wc.get_object("cluster")
+        cluster["max_running_jobs"] = n
+        wc.update_object("cluster", cluster)
+        wc.free_locks()
+
+
+def wait_final(lc: LuxiClient, job_id: int) -> str:
+    """Follow a job until it is finalized; its status."""
+    prev = None
+    while True:
+        change = lc.wait_for_job_change(
+            job_id=job_id, fields=["status"], prev_values=prev, prev_log_serial=10**9,
+            timeout=60,
+        )  # fmt: skip
+        if change == "nochange":
+            continue
+        prev = change.values
+        if prev[0] in ("success", "error", "canceled"):
+            return str(prev[0])

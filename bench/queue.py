@@ -34,9 +34,9 @@ import psutil
 # the standard library's `queue` (used by thread pools): move the directory to the end.
 sys.path.append(sys.path.pop(0))
 
-from _util import cpu_count, daemon, summary
+from _util import cpu_count, daemon, set_max_running, summary, wait_final
 
-from client import AsyncLuxiClient, LuxiClient, WConfdClient
+from client import AsyncLuxiClient, LuxiClient
 
 DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
@@ -59,15 +59,6 @@ def fsync_ms(directory: Path, commits: int = 200) -> float:
         samples.append(time.perf_counter() - t)
     conn.close()
     return round(statistics.median(samples) * 1000, 3)
-
-
-def set_max_running(run: Path, n: int) -> None:
-    with WConfdClient(run / "wconfd.sock", name="bench") as wc:
-        wc.update_locks_waiting([["cluster/BGL", "exclusive"]], timeout=30)
-        cluster = wc.get_object("cluster")
-        cluster["max_running_jobs"] = n
-        wc.update_object("cluster", cluster)
-        wc.free_locks()
 
 
 @contextlib.contextmanager
@@ -114,21 +105,6 @@ def submit_rates(run: Path, seconds: float = 3.0) -> dict[str, Any]:
     lc.delete_filter(uuid=uuid)
     lc.auto_archive_jobs(age=-1)
     return {"sequential_per_s": round(sequential), "pipelined_64_per_s": round(rate)}
-
-
-def wait_final(lc: LuxiClient, job_id: int) -> str:
-    """Follow a job until it is finalized; its status."""
-    prev = None
-    while True:
-        change = lc.wait_for_job_change(
-            job_id=job_id, fields=["status"], prev_values=prev, prev_log_serial=10**9,
-            timeout=60,
-        )  # fmt: skip
-        if change == "nochange":
-            continue
-        prev = change.values
-        if prev[0] in ("success", "error", "canceled"):
-            return str(prev[0])
 
 
 def latency(run: Path, samples: int = 40) -> dict[str, Any]:

@@ -1,17 +1,16 @@
 """The OpContext an opcode runs with in a job process: config and reservations through
 the wconfd stub, log and job submission through luxid, an interruptible sleep.
 
-Opcodes are synchronous (jobproc.opcodes.context.OpContext) and run in a worker thread;
-the stubs are asyncio clients living on the job process's event loop, so every call is
-handed to the loop (`run_coroutine_threadsafe`) and waited for.  One connection per
-daemon serves the whole job, and the loop can still watch signals and luxid while the
-opcode runs.  Results of wconfd are msgspec Structs or JSON; opcodes get plain dicts.
+Opcodes are synchronous (jobproc.opcodes.context.OpContext) and run on the job
+process's one thread while its event loop is idle; the stubs are asyncio clients of
+that loop, so each call runs the loop until its answer (`Run`, the loop's
+run_until_complete), which also lets the signal handlers run.  One connection per daemon
+serves the whole job.  Results of wconfd are msgspec Structs or JSON; opcodes get plain
+dicts.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -22,8 +21,11 @@ from client import AsyncLuxiClient, AsyncWConfdClient
 from client.api.luxi import Log
 from jobproc.opcodes.context import ConfigObject
 from jobproc.opcodes.errors import Canceled, OpExecError
+from jobproc.signals import JobSignals
 
 Report = Callable[[Any], Awaitable[Any]]
+Run = Callable[[Awaitable[Any]], Any]
+"""Runs an awaitable on the job's event loop to its end: the loop's run_until_complete."""
 
 
 class JobContext:
@@ -31,31 +33,31 @@ class JobContext:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        run: Run,
         job_id: int,
         index: int,
         priority: int,
         wconfd: AsyncWConfdClient,
         luxi: AsyncLuxiClient,
         report: Report,
-        canceled: threading.Event,
+        signals: JobSignals,
         interruptible: bool,
     ) -> None:
-        self._loop = loop
+        self._run = run
         self._job_id = job_id
         self._index = index
         self._priority = priority
         self._wconfd = wconfd
         self._luxi = luxi
         self._report = report
-        self._canceled = canceled
+        self._signals = signals
         self._interruptible = interruptible
         self._log_seq = 0
         self.reserved = False  # whether the opcode reserved anything in wconfd
 
     def _call(self, call: Awaitable[Any]) -> Any:
         """Run a stub call on the event loop and wait for its answer (or its error)."""
-        return asyncio.run_coroutine_threadsafe(_awaited(call), self._loop).result()
+        return self._run(call)
 
     # -- OpContext: identity --------------------------------------------------------------
 
@@ -106,7 +108,9 @@ class JobContext:
         """Wait; an interruptible opcode stops at once when the job is canceled."""
         if not self._interruptible:
             time.sleep(seconds)
-        elif self._canceled.wait(seconds):
+        elif self._signals.canceled.is_set() or (
+            seconds > 0 and self._run(self._signals.sleep(seconds))
+        ):
             raise Canceled()
 
     def submit_jobs(self, jobs: list[list[dict[str, Any]]]) -> list[int]:
@@ -115,10 +119,6 @@ class JobContext:
         if refused:
             raise OpExecError("luxid refused submitted jobs: " + "; ".join(refused))
         return [int(job_id) for _, job_id in answers]
-
-
-async def _awaited(call: Awaitable[Any]) -> Any:
-    return await call
 
 
 def _plain(value: Any) -> Any:

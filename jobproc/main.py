@@ -1,52 +1,17 @@
-"""`python -m jobproc <job_id>` runs one job; `python -m jobproc --zygote` serves luxid
-as a warm zygote that forks one such process per job (jobproc.zygote).
+"""`python -m jobproc <job_id>` runs one job (jobproc.runner); `python -m jobproc --zygote`
+serves luxid as a warm zygote that forks one such process per job (jobproc.zygote).
 
 luxid starts both; the run directory (sockets) comes from `--run-dir` or `$LW_RUN_DIR`.
+This module is only the command line: the runner and the zygote do not import it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import os
-import sys
 from pathlib import Path
 
 from client import paths
-
-log = logging.getLogger(__name__)
-
-
-def setup_logging(job_id: int | None) -> None:
-    """One line per event on stderr (luxid's, so the daemon's log or journal has them)."""
-    who = f"job-{job_id}" if job_id is not None else "zygote"
-    prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
-
-
-def run_job(job_id: int, run_dir: Path | None, exiting: bool = False) -> int:
-    """Run one job in this process; the exit code.
-
-    `exiting`: the caller ends the process right after (os._exit, the zygote's
-    children), so the event loop's orderly teardown, a millisecond of a short job's
-    CPU, is skipped; the job's own cleanup (locks, connections) has run by then.
-    """
-    from jobproc.runner import JobRunner
-
-    setup_logging(job_id)
-    main = JobRunner(job_id, run_dir).main()
-    if not exiting:
-        return asyncio.run(main)
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    return loop.run_until_complete(main)
+from jobproc.runner import run_job, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_dir = paths.run_dir(args.run_dir)
     if args.zygote:
-        from jobproc.zygote import serve
+        from jobproc.zygote import serve  # its imports are for the zygote alone
 
         setup_logging(None)
         return serve(run_dir)

@@ -1,17 +1,26 @@
 """The job process's main loop (SPEC §7): one job, its opcodes in order.
 
-    hello → luxid answers the opcodes and where to start (or to stop)
+    the first directive: from the zygote (luxid sent it with the spawn request) or,
+        for a process started by exec, luxid's answer to `hello` (the opcodes and where
+        to start, or to stop)
     for each opcode luxid says to run:
-        take its locks (jobproc.acquire; `waiting` is reported only if they are not free)
+        take its locks (jobproc.locks.acquire; `waiting` is reported only if they are
+            not free)
         report `running` — luxid's durable answer is the gate: no opcode runs twice
-        execute it in a worker thread with a JobContext (jobproc.adapter)
-        release its locks, report the end; luxid answers the next opcode or stop
+        execute it with a JobContext (jobproc.adapter)
+        release its locks (and, if the job ends, its reservations), report the end;
+            luxid answers the next opcode or stop
+    exit, without closing anything: the kernel closes the connections (and wconfd's
+        death detection, SPEC §3.3, releases whatever a failed call left held)
+
+A job process has one thread.  The opcode's code (its lock plan, its execution) runs on
+it while the event loop is idle; every daemon call runs the loop until its answer, and
+the signal handlers run then.  No thread is started: a forked job's CPU goes to its work.
 
 Cancel (SIGTERM) is honoured before an opcode, during a lock wait and inside interruptible
 opcodes; a paused job stops at the next safe point.  luxid may restart at any time: every
 report is idempotent and is re-sent until luxid answers it, so the job goes on once luxid
-is back.  Locks and reservations are released before the process exits (wconfd would
-release them at its death anyway).
+is back (holding the locks of the opcode it reports on meanwhile).
 """
 
 from __future__ import annotations
@@ -19,17 +28,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
-from typing import Any, Literal
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors, paths
-from client.api.luxi import Directive, Finish, Hello, Running
-from jobproc.acquire import LockTaker, Outcome
+from client.api.luxi import Directive, Finish, Hello, Opcode, Running
 from jobproc.adapter import JobContext
+from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import Canceled, OpCode, OpExecError, build_opcode
 from jobproc.signals import JobSignals
+from jobproc.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -39,37 +51,103 @@ RETRY_MIN, RETRY_MAX = 0.02, 1.0
 HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
 JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
 FinishStatus = Literal["success", "error", "canceled"]
+T = TypeVar("T")
+_handler: logging.StreamHandler[Any] | None = None  # set up once per process (or zygote)
+
+
+def setup_logging(job_id: int | None) -> None:
+    """One line per event on stderr (luxid's, so the daemon's log or journal has them).
+
+    A child of the zygote keeps the zygote's handler and level and only names itself.
+    """
+    global _handler
+    who = f"job-{job_id}" if job_id is not None else "zygote"
+    prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
+    formatter = logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
+    if _handler is not None:
+        _handler.setFormatter(formatter)
+        return
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [_handler]
+    root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (less CPU per call), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run_job(
+    job_id: int,
+    run_dir: str | os.PathLike[str] | None,
+    first: Directive | None = None,
+    forked: float | None = None,
+) -> int:
+    """Run job `job_id` in this process; the exit code.
+
+    `first`: luxid's first directive if it came with the spawn request (else the job
+    asks with `hello`).  `forked`: when the zygote forked this process; its caller then
+    ends the process at once (os._exit), so the loop's orderly teardown, a millisecond
+    of a short job's CPU, is skipped.
+    """
+    setup_logging(job_id)
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    runner = JobRunner(job_id, run_dir, loop, Timeline(job_id, forked))
+    code = runner.run(first)
+    if forked is None:
+        loop.run_until_complete(runner.close())
+        loop.close()
+    return code
 
 
 class JobRunner:
-    """Runs job `job_id` to its end, as its luxid directs."""
+    """Runs job `job_id` to its end, as its luxid directs, on `loop` (not running)."""
 
-    def __init__(self, job_id: int, run_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        job_id: int,
+        run_dir: str | os.PathLike[str] | None,
+        loop: asyncio.AbstractEventLoop,
+        timeline: Timeline,
+    ) -> None:
         self.job_id = job_id
+        self.loop = loop
         self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir))
         self.wconfd = AsyncWConfdClient(paths.wconfd_socket(run_dir), job_id=job_id)
         self.signals = JobSignals()
-        self.locks = LockTaker(self.wconfd, self.signals, self.report)
-        self.reserved = False
+        self.locks = LockTaker(self.wconfd, self.signals, self.report, self.wait)
+        self.timeline = timeline
         self.acknowledged = False  # luxid has answered this process once
+        self.reserved = False  # an opcode reserved something in wconfd
 
-    async def main(self) -> int:
+    def wait(self, call: Awaitable[T]) -> T:
+        """Run the event loop until `call` is done; its result."""
+        return self.loop.run_until_complete(call)
+
+    def run(self, first: Directive | None = None) -> int:
         """Run the job; the process's exit code (0 also when the job failed or stopped)."""
-        self.signals.install(asyncio.get_running_loop())
-        # Connect and identify to wconfd while luxid answers the hello.
-        warm = asyncio.ensure_future(self.wconfd.ping())
+        self.signals.install(self.loop)
+        self.timeline.mark("loop")
         try:
-            answer = await self.report(Hello())
+            answer = first if first is not None else self.wait(self.report(Hello()))
+            self.timeline.mark("hello")
             ops = answer.ops or []
             while not answer.stop and answer.index is not None:
-                answer = await self.run_opcode(answer.index, ops[answer.index], answer.priority)
+                last = answer.index == len(ops) - 1
+                answer = self.run_opcode(answer.index, ops[answer.index], answer.priority, last)
             return 0
         except errors.RpcError as exc:
             log.error("job %d: %s; stopping", self.job_id, exc)
             return 1
         finally:
-            await asyncio.gather(warm, return_exceptions=True)
-            await self._cleanup()
+            self.timeline.report()
 
     async def report(self, event: Any) -> Directive:
         """Send a report to luxid until it answers (see the module docstring).
@@ -98,57 +176,68 @@ class JobRunner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
-    async def run_opcode(self, index: int, op_input: dict[str, Any], priority: int) -> Directive:
-        """One opcode from its locks to its reported end; luxid's next directive."""
+    def run_opcode(self, index: int, op_input: Opcode, priority: int, last: bool) -> Directive:
+        """One opcode from its locks to its reported end; luxid's next directive.
+
+        Its locks are released before its end is reported, so that a job seen final
+        holds nothing; its reservations too if the job ends with it (`last`, or failed).
+        """
         if self.signals.canceled.is_set():
-            return await self.report(Finish(index=index, status="canceled"))
+            return self.wait(self.report(Finish(index=index, status="canceled")))
         try:
             op = build_opcode(op_input)
         except errors.InvalidOpcode as exc:
-            return await self.report(Finish(index=index, status="error", result=exc.message))
+            return self.wait(self.report(Finish(index=index, status="error", result=exc.message)))
         ctx = JobContext(
-            asyncio.get_running_loop(), self.job_id, index, priority, self.wconfd,
-            self.luxi, self.report, self.signals.canceled, op.INTERRUPTIBLE,
+            self.wait, self.job_id, index, priority, self.wconfd, self.luxi, self.report,
+            self.signals, op.INTERRUPTIBLE,
         )  # fmt: skip
         outcome: Outcome | Directive | Finish
         try:
-            outcome = await self.locks.acquire(op, index, priority, ctx)
+            outcome = self.locks.acquire(op, index, priority, ctx)
         except OpExecError as exc:
             outcome = Finish(index=index, status="error", result=exc.message)
         except errors.RpcError as exc:
             message = f"cannot take the locks of {op.OP_ID}: {exc.message}"
             outcome = Finish(index=index, status="error", result=message)
         if outcome is not Outcome.GRANTED:
-            await self.locks.free()
+            self.locks.free()
             if isinstance(outcome, Directive):
                 return outcome
-            if isinstance(outcome, Finish):
-                return await self.report(outcome)
-            return await self.report(Finish(index=index, status="canceled"))
-        answer = await self.report(Running(index=index))
+            if not isinstance(outcome, Finish):
+                outcome = Finish(index=index, status="canceled")
+            return self.wait(self.report(outcome))
+        self.timeline.mark("locked")
+        answer = self.wait(self.report(Running(index=index)))
+        self.timeline.mark("running")
         if answer.stop:
-            await self.locks.free()
+            self.locks.free()
             return answer
         ctx.set_priority(self.locks.priority)
-        status, result = await asyncio.to_thread(_execute, op, ctx)
+        status, result = _execute(op, ctx)
+        self.timeline.mark("executed")
         self.reserved = self.reserved or ctx.reserved
-        await self.locks.free()
-        return await self.report(Finish(index=index, status=status, result=result))
+        ending = self.reserved and (last or status != "success")
+        return self.wait(self.end(Finish(index=index, status=status, result=result), ending))
 
-    async def _cleanup(self) -> None:
-        """Release what wconfd holds for the job and close the connections."""
-        try:
-            await self.locks.free()
-            if self.reserved:
-                await self.wconfd.release_reservations()
-        except errors.RpcError as exc:
-            log.warning("job %d: cleanup: %s (wconfd releases at exit)", self.job_id, exc)
+    async def end(self, finish: Finish, release_reservations: bool) -> Directive:
+        """Release the opcode's locks (and the job's reservations), then report its end."""
+        await self.locks.release()
+        if release_reservations:
+            await self.wconfd.release_reservations()
+        self.timeline.mark("released")
+        answer = await self.report(finish)
+        self.timeline.mark("finished")
+        return answer
+
+    async def close(self) -> None:
+        """Close the connections (a process that is not about to exit at once)."""
         await self.luxi.close()
         await self.wconfd.close()
 
 
 def _execute(op: OpCode[Any], ctx: JobContext) -> tuple[FinishStatus, Any]:
-    """Worker thread: run the opcode; (status, result) for the Finish report."""
+    """Run the opcode; (status, result) for the Finish report."""
     try:
         return "success", msgspec.to_builtins(op.execute(ctx))
     except Canceled:

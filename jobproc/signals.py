@@ -6,14 +6,16 @@
   A lock wait is interrupted so the process can ask luxid what to do.
 
 luxid starts job processes with both signals blocked; `install` sets the handlers up on
-the event loop and only then unblocks them, so a signal sent at any time is seen.
+the event loop and only then unblocks them, so a signal sent at any time is seen.  The
+handlers run whenever the loop runs: while the job waits for a daemon, for locks or in an
+interruptible sleep (jobproc.runner: the opcode's own code runs between those waits).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-import threading
 
 JOB_SIGNALS = {signal.SIGTERM, signal.SIGUSR1}
 
@@ -22,8 +24,8 @@ class JobSignals:
     """Cancel and nudge flags, set from the event loop's signal handlers."""
 
     def __init__(self) -> None:
-        # Read by the opcode's thread (ctx.sleep); set once, never cleared.
-        self.canceled = threading.Event()
+        # Set once, never cleared.
+        self.canceled = asyncio.Event()
         # Wakes an interruptible wait of the event loop (cancel or nudge).
         self.interrupt = asyncio.Event()
         self.nudged = False
@@ -38,6 +40,12 @@ class JobSignals:
         """SIGTERM: cancel the job."""
         self.canceled.set()
         self.interrupt.set()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Wait `seconds` on the event loop, less if the job is canceled; whether it is."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.canceled.wait(), seconds)
+        return self.canceled.is_set()
 
     def nudge(self) -> None:
         """SIGUSR1: interrupt a lock wait so the process asks luxid what to do."""

@@ -2,9 +2,11 @@
 and forks one child per job, so a job starts in a millisecond instead of paying for a
 fresh interpreter and its imports.
 
-Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`; the
-zygote forks and answers `<job_id> <pid>\\n` (or `<job_id> error <text>\\n`).  It says
-`ready\\n` once loaded and exits when luxid closes the channel; its children live on.
+Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`, or
+`<job_id> <directive>\\n` with the job's first Directive as compact JSON (what luxid
+would answer the job's `hello`: the child then starts without asking); the zygote forks
+and answers `<job_id> <pid>\\n` (or `<job_id> error <text>\\n`).  It says `ready\\n`
+once loaded and exits when luxid closes the channel; its children live on.
 
 The zygote never starts threads or an event loop, so forking it is safe.  SIGCHLD is
 ignored, so the kernel reaps finished children.  SIGTERM and SIGUSR1 stay blocked (luxid
@@ -19,10 +21,16 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import msgspec
 import psutil
+
+from client.api.luxi import Directive
+from jobproc.runner import run_job
+
+_directive = msgspec.json.Decoder(Directive)
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +42,9 @@ def preload() -> None:
     (`gc.freeze`): a child's collections would otherwise touch every one of them and
     copy most of the zygote's memory page by page.
     """
-    import concurrent.futures.thread  # noqa: F401 - asyncio.to_thread's executor
-    import queue  # noqa: F401
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401 - jobproc.runner.new_event_loop's
 
-    import jobproc.main
-    import jobproc.runner  # noqa: F401
     from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
     from jobproc.opcodes import get_opcode_class, known_op_ids
 
@@ -68,10 +74,11 @@ def serve(run_dir: Path) -> int:
 def _serve(run_dir: Path) -> None:
     os.write(1, b"ready\n")
     for line in sys.stdin.buffer:
+        word, _, first = line.strip().partition(b" ")
         try:
-            job_id = int(line)
+            job_id = int(word)
         except ValueError:
-            log.error("ignoring a bad request %r", line)
+            log.error("ignoring a bad request %r", line[:200])
             continue
         try:
             pid = os.fork()
@@ -79,12 +86,16 @@ def _serve(run_dir: Path) -> None:
             os.write(1, f"{job_id} error {exc}\n".encode())
             continue
         if pid == 0:
-            _child(job_id, run_dir)
+            _child(job_id, run_dir, first)
         os.write(1, f"{job_id} {pid}\n".encode())
 
 
-def _child(job_id: int, run_dir: Path) -> None:
-    """In the forked child: leave the zygote's session and channel, run the job, exit."""
+def _child(job_id: int, run_dir: Path, first: bytes) -> None:
+    """In the forked child: leave the zygote's session and channel, run the job, exit.
+
+    `first`: the job's first directive (JSON), or empty: the job asks luxid with hello.
+    """
+    forked = time.time()
     code = 1
     try:
         os.setsid()
@@ -93,9 +104,7 @@ def _child(job_id: int, run_dir: Path) -> None:
         os.dup2(devnull, 0)
         os.dup2(2, 1)
         os.close(devnull)
-        from jobproc.main import run_job
-
-        code = run_job(job_id, run_dir, exiting=True)
+        code = run_job(job_id, run_dir, _directive.decode(first) if first else None, forked)
     except BaseException:
         log.exception("job %d failed in its process", job_id)
     finally:

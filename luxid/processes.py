@@ -5,9 +5,11 @@ luxid (a crash, a restart, systemd's KillMode=process) and a Ctrl-C of a foregro
 
 - `ZygoteSpawner` (the fast path): a `python -m jobproc --zygote` child that has already
   imported jobproc; luxid asks it over a socketpair for a job, it forks one child per job
-  and answers the child's pid.  If the zygote is missing or broken, a job is started the
-  plain way and the zygote restarted for the next one.
-- `ExecSpawner`: `python -m jobproc <job_id>` through posix_spawn.
+  and answers the child's pid.  The request carries the job's first directive (what luxid
+  would answer the job's `hello`), so the child starts on its first opcode without a
+  round trip.  If the zygote is missing or broken, a job is started the plain way and the
+  zygote restarted for the next one.
+- `ExecSpawner`: `python -m jobproc <job_id>` through posix_spawn (the job says hello).
 
 Children start with SIGTERM and SIGUSR1 blocked; jobproc unblocks them once its handlers
 are installed, so a cancel sent right after the start is never lost.
@@ -29,6 +31,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+import msgspec
+
+from client.api.luxi import Directive
 from client.daemon.procwatch import ProcessKey, ProcessWatcher, is_alive, start_time_of
 
 log = logging.getLogger(__name__)
@@ -48,8 +53,11 @@ class Spawner(Protocol):
     async def prepare(self) -> None:
         """Get ready to start jobs (at luxid's start)."""
 
-    async def spawn(self, job_id: int) -> int:
-        """Start the process of `job_id`; its pid (SpawnError if it cannot)."""
+    async def spawn(self, job_id: int, first: Directive | None) -> int:
+        """Start the process of `job_id`; its pid (SpawnError if it cannot).
+
+        `first`: the job's first directive, if the process may take it from here
+        instead of asking with `hello`."""
 
     async def close(self) -> None:
         """Stop what the spawner runs (job processes live on)."""
@@ -82,7 +90,8 @@ class ExecSpawner:
     async def prepare(self) -> None:
         """Nothing to prepare."""
 
-    async def spawn(self, job_id: int) -> int:
+    async def spawn(self, job_id: int, first: Directive | None = None) -> int:
+        """A fresh interpreter; it asks for its first directive itself."""
         return _posix_spawn([sys.executable, "-m", "jobproc", str(job_id)], self.env)
 
     async def close(self) -> None:
@@ -110,18 +119,21 @@ class ZygoteSpawner:
             log.warning("cannot start the job zygote (%s); jobs will start by exec", exc)
             self._broken(exc)
 
-    async def spawn(self, job_id: int) -> int:
+    async def spawn(self, job_id: int, first: Directive | None = None) -> int:
         try:
             writer = await self._ensure_started()
             fut = self._waiting.get(job_id)
             if fut is None:
                 fut = self._waiting[job_id] = asyncio.get_running_loop().create_future()
-            writer.write(f"{job_id}\n".encode())
+            line = str(job_id).encode()
+            if first is not None:
+                line += b" " + msgspec.json.encode(first)
+            writer.write(line + b"\n")
             return await asyncio.wait_for(asyncio.shield(fut), ZYGOTE_READY_TIMEOUT)
         except (OSError, SpawnError, TimeoutError, EOFError) as exc:
             log.warning("zygote could not start job %d (%s); using a plain exec", job_id, exc)
             self._broken(exc)
-            return await self._fallback.spawn(job_id)
+            return await self._fallback.spawn(job_id, first)
         finally:
             self._waiting.pop(job_id, None)
 
@@ -217,9 +229,11 @@ class JobProcesses:
         await self.spawner.close()
         self.watcher.stop()
 
-    async def spawn(self, job_id: int) -> ProcessKey:
-        """Start the process of `job_id` and watch it; its identity (pid, start time)."""
-        pid = await self.spawner.spawn(job_id)
+    async def spawn(self, job_id: int, first: Directive | None = None) -> ProcessKey:
+        """Start the process of `job_id` and watch it; its identity (pid, start time).
+
+        `first`: the job's first directive, handed to the process if the spawner can."""
+        pid = await self.spawner.spawn(job_id, first)
         start = start_time_of(pid)
         if start is None:  # gone already: record it anyway, its death is reported at once
             start = 0.0

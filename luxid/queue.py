@@ -51,7 +51,7 @@ from luxid.jobs import (
     unpause_job,
     validate_fields,
 )
-from luxid.jobs.reports import apply_report
+from luxid.jobs.reports import apply_report, first_directive
 from luxid.processes import JobProcesses, Spawner, SpawnError
 from luxid.store import JobStore
 from luxid.table import JobTable
@@ -334,7 +334,7 @@ class Queue:
         self._starting[job_id] = started
         try:
             try:
-                key = await self.procs.spawn(job_id)
+                key = await self.procs.spawn(job_id, self._first_directive(job_id))
             except SpawnError as exc:
                 log.error("job %d: %s", job_id, exc)
                 job = self.table.get(job_id)
@@ -355,6 +355,10 @@ class Queue:
         finally:
             started.set_result(None)
             del self._starting[job_id]
+
+    def _first_directive(self, job_id: int) -> Directive | None:
+        job = self.table.get(job_id)
+        return None if job is None else first_directive(job, time.time())
 
     def process_exited(self, job_id: int, key: ProcessKey) -> None:
         """A job process is gone: its job fails unless finalized (or paused between ops)."""

@@ -8,10 +8,10 @@ the built-ins cannot answer.
     op_id, params = validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 1})
 """
 
+from jobproc.locks import BGL, LockMode, LockPhase, LockPlan, lock, lock_sort_key, lockset
 from jobproc.opcodes.base import COMMON_PARAMS, OpCode, OpParams
 from jobproc.opcodes.context import ConfigReader, ConfigWriter, OpContext
 from jobproc.opcodes.errors import Canceled, OpExecError
-from jobproc.opcodes.locks import BGL, LockMode, LockPhase, LockPlan, lock, lock_sort_key, lockset
 from jobproc.opcodes.registry import (
     ENTRY_POINT_GROUP,
     REGISTRY,

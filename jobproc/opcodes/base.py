@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, Ty
 import msgspec
 from msgspec import Meta
 
-from jobproc.opcodes.locks import LockPlan
+from jobproc.locks.plan import LockPlan
 
 if TYPE_CHECKING:
     from jobproc.opcodes.context import ConfigReader, OpContext

@@ -136,6 +136,15 @@ def apply_report(job: Job, event: JobEvent, now: float) -> tuple[Job, Directive]
     return job, answer
 
 
+def first_directive(job: Job, now: float) -> Directive | None:
+    """The answer to the job process's `hello` if it is to run an opcode and asking would
+    change nothing (the process may then start without asking: luxid hands it over at
+    the spawn); else None.  Never a stop: a job resumed after a pause is still flagged
+    paused until its new process is recorded, so its process must ask."""
+    new, answer = apply_report(job, Hello(), now)
+    return answer if new is job and not answer.stop else None
+
+
 def _log(job: Job, event: Log, now: float) -> Job:
     """Append the entry unless the job is finalized or the entry is already there."""
     if job_status(job) in FINALIZED or event.seq < len(job.ops[event.index].log):

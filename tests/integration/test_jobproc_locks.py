@@ -1,17 +1,23 @@
-"""jobproc's lock taking (jobproc.acquire) against a real wconfd, with a fast timeout
+"""jobproc's lock taking (jobproc.locks.acquire) against a real wconfd, with a fast timeout
 schedule: timeouts release everything and start again, exhausted schedules raise the
-priority (reported to luxid), signals interrupt a wait and withdraw its request."""
+priority (reported to luxid), signals interrupt a wait and withdraw its request.
+
+LockTaker runs on the job's thread and runs its event loop for each call; here that
+thread is a helper thread, so the test can act (free the holder, send signals) meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from client import AsyncWConfdClient, WConfdClient
 from client.api.luxi import Check, Directive, Priority, Waiting
-from jobproc.acquire import LockTaker, Outcome
+from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import build_opcode
 from jobproc.signals import JobSignals
 
@@ -30,83 +36,102 @@ class NoConfig:
         raise AssertionError("not expected")
 
 
-async def take(wconfd_socket: Any, answers: list[Directive], **kw: Any) -> tuple[Any, ...]:
-    """Acquire the locks of a delay on node/n1 as job 99; (outcome, reports, locks, taker)."""
-    reports: list[Any] = []
-    priority = 0
+class Taking:
+    """Job 99 acquiring the locks of a delay on node/n1, in a thread with its own loop."""
 
-    async def report(event: Any) -> Directive:
+    def __init__(self, wconfd_socket: Any, answers: list[Directive], **kw: Any) -> None:
+        self.answers = answers
+        self.reports: list[Any] = []
+        self.priority = 0
+        self.loop = asyncio.new_event_loop()
+        self.wc = AsyncWConfdClient(wconfd_socket, job_id=99)
+        self.signals = JobSignals()
+        self.taker = LockTaker(
+            self.wc, self.signals, self.report, self.loop.run_until_complete,
+            rng=lambda: 0.5, **kw,
+        )  # fmt: skip
+        self.outcome: Future[Any] = Future()
+        threading.Thread(target=self._acquire, daemon=True).start()
+
+    def _acquire(self) -> None:
+        op = build_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_nodes": ["n1"]})
+        try:
+            self.outcome.set_result(self.taker.acquire(op, 0, 0, NoConfig()))
+        except BaseException as exc:
+            self.outcome.set_exception(exc)
+
+    async def report(self, event: Any) -> Directive:
         """What luxid would answer: the opcode's priority as last reported."""
-        nonlocal priority
-        reports.append(event)
+        self.reports.append(event)
         if isinstance(event, Priority):
-            priority = event.priority
-        if answers:
-            return answers.pop(0)
-        return Directive(stop=False, index=0, priority=priority)
+            self.priority = event.priority
+        if self.answers:
+            return self.answers.pop(0)
+        return Directive(stop=False, index=0, priority=self.priority)
 
-    wc = AsyncWConfdClient(wconfd_socket, job_id=99)
-    signals = JobSignals()
-    taker = LockTaker(wc, signals, report, rng=lambda: 0.5, **kw)
-    op = build_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_nodes": ["n1"]})
-    task = asyncio.ensure_future(taker.acquire(op, 0, 0, NoConfig()))
-    return task, reports, wc, signals, taker
+    def signal(self, handler: Any) -> None:
+        """Deliver a signal's handler on the job's loop, as the loop would."""
+        self.loop.call_soon_threadsafe(handler)
+
+    def result(self) -> Any:
+        """The outcome of acquire (the loop is then free for the test's own calls)."""
+        return self.outcome.result(timeout=10)
+
+    def locks(self) -> Any:
+        return sorted(self.loop.run_until_complete(self.wc.list_locks()))
+
+    def close(self) -> None:
+        self.taker.free()
+        self.loop.run_until_complete(self.wc.close())
+        self.loop.close()
+
+
+def until(condition: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_timeouts_escalate_the_priority_and_the_grant_comes(wconfd):
     holder = WConfdClient(wconfd.socket, name="holder")
     assert holder.try_update_locks([["node/n1", "exclusive"]]) == []
-
-    async def main() -> None:
-        task, reports, wc, _, _ = await take(wconfd.socket, [], schedule=(0.05, 0.05))
-        while sum(isinstance(r, Priority) for r in reports) < 2:
-            await asyncio.sleep(0.02)
-        # Between attempts the job holds nothing (timeouts release and start again).
-        holder.free_locks()
-        assert await asyncio.wait_for(task, 10) is Outcome.GRANTED
-        assert sorted(await wc.list_locks()) == [("cluster/BGL", "shared"), ("node/n1", "exclusive")]
-        assert isinstance(reports[0], Waiting)
-        priorities = [r.priority for r in reports if isinstance(r, Priority)]
-        assert priorities[:2] == [-1, -2]
-        assert any(isinstance(r, Check) for r in reports)
-        await wc.free_locks()
-        await wc.close()
-
-    asyncio.run(main())
+    job = Taking(wconfd.socket, [], schedule=(0.05, 0.05))
+    until(lambda: sum(isinstance(r, Priority) for r in list(job.reports)) >= 2)
+    # Between attempts the job holds nothing (timeouts release and start again).
+    holder.free_locks()
+    assert job.result() is Outcome.GRANTED
+    assert job.locks() == [("cluster/BGL", "shared"), ("node/n1", "exclusive")]
+    assert isinstance(job.reports[0], Waiting)
+    priorities = [r.priority for r in job.reports if isinstance(r, Priority)]
+    assert priorities[:2] == [-1, -2]
+    assert any(isinstance(r, Check) for r in job.reports)
+    job.close()
+    assert holder.list_all_locks().locks == []
 
 
 def test_a_nudge_withdraws_the_wait_and_luxid_can_stop_the_job(wconfd):
     holder = WConfdClient(wconfd.socket, name="holder")
     assert holder.try_update_locks([["node/n1", "exclusive"]]) == []
-
-    async def main() -> None:
-        stop = Directive(stop=True)
-        task, reports, wc, signals, taker = await take(wconfd.socket, [GO, stop])
-        while not holder.list_all_locks().pending:
-            await asyncio.sleep(0.01)
-        signals.nudge()
-        assert await asyncio.wait_for(task, 10) == stop
-        assert [type(r) for r in reports] == [Waiting, Check]
-        assert holder.list_all_locks().pending == []  # the request was withdrawn
-        await taker.free()
-        assert await wc.list_locks() == []
-        await wc.close()
-
-    asyncio.run(main())
+    stop = Directive(stop=True)
+    job = Taking(wconfd.socket, [GO, stop])
+    until(lambda: holder.list_all_locks().pending)
+    job.signal(job.signals.nudge)
+    assert job.result() == stop
+    assert [type(r) for r in job.reports] == [Waiting, Check]
+    assert holder.list_all_locks().pending == []  # the request was withdrawn
+    job.taker.free()
+    assert job.locks() == []
+    job.close()
 
 
 def test_cancel_interrupts_the_wait(wconfd):
     holder = WConfdClient(wconfd.socket, name="holder")
     assert holder.try_update_locks([["node/n1", "exclusive"]]) == []
-
-    async def main() -> None:
-        task, _, wc, signals, taker = await take(wconfd.socket, [])
-        while not holder.list_all_locks().pending:
-            await asyncio.sleep(0.01)
-        signals.cancel()
-        assert await asyncio.wait_for(task, 10) is Outcome.CANCELED
-        await taker.free()
-        assert holder.list_all_locks().pending == [] and await wc.list_locks() == []
-        await wc.close()
-
-    asyncio.run(main())
+    job = Taking(wconfd.socket, [])
+    until(lambda: holder.list_all_locks().pending)
+    job.signal(job.signals.cancel)
+    assert job.result() is Outcome.CANCELED
+    job.taker.free()
+    assert holder.list_all_locks().pending == [] and job.locks() == []
+    job.close()

@@ -17,6 +17,7 @@ from client.capacity import (
     vcpu_ratio,
 )
 from client.errors import NotFound
+from jobproc.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 from jobproc.opcodes.context import ConfigObject, ConfigReader
 from jobproc.opcodes.errors import (
     ECODE_NOENT,
@@ -25,7 +26,6 @@ from jobproc.opcodes.errors import (
     OpExecError,
     OpPrereqError,
 )
-from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 
 
 def get_or_fail(config: ConfigReader, kind: str, key: str) -> ConfigObject:

@@ -8,11 +8,11 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta
 
 from client.capacity import vcpu_ratio
+from jobproc.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 from jobproc.opcodes.base import MacPrefix, OpCode, OpParams, Tag, param_error
 from jobproc.opcodes.builtin._common import changed, node_rooms
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_INVAL, ECODE_STATE, OpExecError, OpPrereqError
-from jobproc.opcodes.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 
 
 class ClusterRenameParams(OpParams):

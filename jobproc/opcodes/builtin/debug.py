@@ -6,10 +6,10 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from jobproc.locks import EXCLUSIVE, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import OpExecError
-from jobproc.opcodes.locks import EXCLUSIVE, LockPlan, lock
 
 
 class TestDelayParams(OpParams):

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from client.errors import AlreadyExists
+from jobproc.locks import EXCLUSIVE, SHARED, LockPhase, LockPlan, lock, lockset
 from jobproc.opcodes.base import Name, OpCode, OpParams
 from jobproc.opcodes.builtin._common import (
     check_eligible,
@@ -28,7 +29,6 @@ from jobproc.opcodes.builtin._common import (
 )
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_INVAL, ECODE_STATE, OpExecError
-from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockPhase, LockPlan, lock, lockset
 
 MAX_DISKS = 16  # Ganeti's limits
 MAX_NICS = 8

@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar
 
 from msgspec import Meta
 
+from jobproc.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams
 from jobproc.opcodes.builtin._common import (
     check_eligible,
@@ -30,7 +31,6 @@ from jobproc.opcodes.builtin._common import (
 )
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_INVAL, OpExecError
-from jobproc.opcodes.locks import EXCLUSIVE, LockPhase, LockPlan, lock
 
 
 class InstanceMoveParams(OpParams):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from jobproc.locks import EXCLUSIVE, SHARED, LockMode, LockPhase, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams
 from jobproc.opcodes.builtin._common import check_room, get_or_fail, instance_plan, node_name
 from jobproc.opcodes.context import ConfigObject, ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_STATE, OpPrereqError
-from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockMode, LockPhase, LockPlan, lock
 
 
 class InstanceStateParams(OpParams):

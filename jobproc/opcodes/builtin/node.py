@@ -10,11 +10,11 @@ from msgspec import Meta
 
 from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL
 from client.errors import AlreadyExists, ConfigValidationError, NotFound, ReservationError
+from jobproc.locks import EXCLUSIVE, SHARED, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams, param_error
 from jobproc.opcodes.builtin._common import changed, exists, get_or_fail, node_rooms
 from jobproc.opcodes.context import ConfigObject, ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError, OpPrereqError
-from jobproc.opcodes.locks import EXCLUSIVE, SHARED, LockPlan, lock
 
 IP_RESERVATION_NAMESPACE = "primary_ip"
 

@@ -24,7 +24,7 @@ from client.errors import (
     ReservationError,
     StaleObjectError,
 )
-from jobproc.opcodes import BGL, Canceled, LockPhase, OpCode, lock_sort_key
+from jobproc.opcodes import BGL, Canceled, LockPhase, LockPlan, OpCode, lock_sort_key
 from jobproc.opcodes.registry import REGISTRY
 
 KIND_LEVEL = {"node": "node", "instance": "instance", "nodegroup": "nodegroup",
@@ -287,6 +287,22 @@ def acquire(op: OpCode[Any], ctx: FakeConfig) -> list[LockPhase]:
             ctx.locks.apply(phase.acquire_request())
         phases.append(phase)
     return phases
+
+
+def resolve_all(plan: LockPlan, config: FakeConfig) -> list[LockPhase]:
+    """All phases of `plan` resolved against one config (a job process never does this:
+    it resolves phase i after acquiring phase i-1)."""
+    return [plan.phase(i, config) for i in range(len(plan))]
+
+
+def held_after(phases: list[LockPhase]) -> dict[str, str]:
+    """The locks held after acquiring `phases` in order (releases applied)."""
+    held: dict[str, str] = {}
+    for ph in phases:
+        for name in ph.release:
+            held.pop(name, None)
+        held.update(ph.acquire)
+    return dict(sorted(held.items(), key=lambda kv: lock_sort_key(kv[0])))
 
 
 def run(op: dict[str, Any], ctx: FakeConfig) -> Any:

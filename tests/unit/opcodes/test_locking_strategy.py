@@ -1,15 +1,16 @@
-"""jobproc.locking_strategy: Ganeti's schedule, jitter bounds and escalation (properties)."""
+"""jobproc.locks.strategy: Ganeti's schedule, jitter bounds and escalation (properties)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from itertools import islice, pairwise
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobproc.locking_strategy import (
+from jobproc.locks.strategy import (
     DEFAULT_SCHEDULE,
     LOCK_ATTEMPTS_MAXWAIT,
     LOCK_ATTEMPTS_MINWAIT,
@@ -17,11 +18,19 @@ from jobproc.locking_strategy import (
     Attempt,
     LockTimeoutStrategy,
     LockWaitState,
+    RandomSource,
     attempt_timeouts,
-    attempts,
     jitter,
     next_attempt,
 )
+
+
+def attempts(priority: int, rng: RandomSource) -> Iterator[Attempt]:
+    """Every attempt from `priority` on, as the job process's loop makes them."""
+    strategy = LockTimeoutStrategy(priority, rng)
+    while True:
+        yield strategy.next()
+
 
 priorities = st.integers(min_value=-20, max_value=19)
 

@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 
 from jobproc.opcodes import BGL, LockPhase, LockPlan, OpExecError, lock, lock_sort_key, lockset
-from jobproc.opcodes.locks import held_after
 from jobproc.opcodes.registry import REGISTRY
 
-from .fakes import FakeContext, FakeLocks, acquire
+from .fakes import FakeContext, FakeLocks, acquire, held_after, resolve_all
 
 S, X = "shared", "exclusive"
 
@@ -171,7 +170,7 @@ def test_lock_plan_owns_the_bgl(ctx: FakeContext) -> None:
 def test_resolve_all_and_held_after(ctx: FakeContext) -> None:
     op = REGISTRY.build({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1,
                          "vcpus": 1, "disks": []})
-    resolved = op.locks(op.params, ctx).resolve_all(ctx)
+    resolved = resolve_all(op.locks(op.params, ctx), ctx)
     assert held_after(resolved) == {BGL: S, "instance/i9": X, "node/n2": X, "node-res/n2": X}
 
 

@@ -4,13 +4,17 @@ Phase 0 starts with cluster/BGL (shared unless the opcode needs it exclusive); a
 phase is resolved only once the earlier ones are held (the configuration it reads is then
 protected).  Each phase is first tried without waiting; if it is blocked the job reports
 `waiting` to luxid and waits in wconfd (`update_locks_waiting`) with the timeout and
-priority of Ganeti's strategy (jobproc.locking_strategy).  On a timeout everything is
+priority of Ganeti's strategy (jobproc.locks.strategy).  On a timeout everything is
 released and the plan starts again from phase 0 (a fresh `locks()` call), at the next
 timeout and, once a schedule is exhausted, a more urgent priority.
 
 A wait is interrupted by SIGTERM (cancel) or SIGUSR1 (luxid wants a word: a PAUSE rule,
 a new priority).  Then the waiting request is withdrawn with `intersect_locks` of the
 locks held before it, and luxid is asked what to do.
+
+The plan and its phases are computed by the opcode's own synchronous code, which may read
+the configuration through the job's stubs; so `LockTaker.acquire` runs on the job's
+thread outside the event loop and runs the loop (`run`) for each call and wait.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from typing import Any
 from client import AsyncWConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
 from client.api.wconfd import WaitResult
-from jobproc.locking_strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
+from jobproc.adapter import Run
+from jobproc.locks.strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
 from jobproc.opcodes.context import ConfigReader
 from jobproc.signals import JobSignals
@@ -56,10 +61,12 @@ class LockTaker:
         wconfd: AsyncWConfdClient,
         signals: JobSignals,
         report: Report,
+        run: Run,
         rng: Callable[[], float] = random.random,
         schedule: tuple[float, ...] = DEFAULT_SCHEDULE,
     ) -> None:
         self.wconfd = wconfd
+        self.run = run  # the event loop's run_until_complete
         self.signals = signals
         self.report = report
         self.rng = rng
@@ -67,7 +74,7 @@ class LockTaker:
         self.priority = 0
         self.holding = False  # whether wconfd may hold locks of ours
 
-    async def acquire(
+    def acquire(
         self, op: OpCode[Any], index: int, priority: int, config: ConfigReader
     ) -> Outcome | Directive:
         """All of `op`'s locks (GRANTED), CANCELED, or luxid's stop Directive.
@@ -81,35 +88,39 @@ class LockTaker:
         while True:
             if self.signals.canceled.is_set():
                 return Outcome.CANCELED
-            plan = await asyncio.to_thread(op.locks, op.params, config)
+            plan = op.locks(op.params, config)
             held: list[str] = []
             outcome: Outcome | Directive = Outcome.GRANTED
             for number in range(len(plan)):
-                phase = await asyncio.to_thread(plan.phase, number, config)
+                phase = plan.phase(number, config)
                 if phase.release:
-                    await self.wconfd.try_update_locks(request=phase.release_request())
+                    self.run(self.wconfd.try_update_locks(request=phase.release_request()))
                     held = [name for name in held if name not in phase.release]
                 if not phase.acquire:
                     continue
                 request = phase.acquire_request()
                 self.holding = True
-                blockers = await self.wconfd.try_update_locks(request=request)
-                if blockers:
+                if self.run(self.wconfd.try_update_locks(request=request)):  # blocked
                     if not reported:
                         reported = True
-                        answer = await self.report(Waiting(index=index))
+                        answer = self.run(self.report(Waiting(index=index)))
                         if answer.stop:
                             return answer
-                    outcome = await self._wait(request, held, strategy, index)
+                    outcome = self.run(self._wait(request, held, strategy, index))
                     if outcome is not Outcome.GRANTED:
                         break
                 held += [name for name, _ in phase.acquire]
             if outcome is not Outcome.TIMEOUT:
                 return outcome
-            await self.free()
+            self.free()
 
-    async def free(self) -> None:
+    def free(self) -> None:
         """Release every lock of the job (and withdraw a waiting request)."""
+        if self.holding:
+            self.run(self.release())
+
+    async def release(self) -> None:
+        """`free` as a step of a longer call on the event loop."""
         if self.holding:
             await self.wconfd.free_locks()
             self.holding = False

@@ -15,7 +15,7 @@ How the job process acquires a plan (Ganeti's mcpu order: the BGL first, then th
         if phase.acquire:                    # may block: update_locks_waiting with the
             update_locks_waiting(phase.acquire_request(), priority, timeout)  # strategy
     # on a timeout in any phase: free_locks() and start again from phase 0 (a fresh
-    # ``locks()`` call), with the next timeout of jobproc.locking_strategy.
+    # ``locks()`` call), with the next timeout of jobproc.locks.strategy.
 
 Releases are a request of their own because wconfd forbids asking for a member
 exclusively while holding its level's lockset shared, even in the same request.
@@ -26,7 +26,7 @@ Pure module: no I/O, only the names and order of SPEC §4.1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -161,20 +161,3 @@ class LockPlan:
         if index == 0:
             return LockPhase(acquire=((BGL, self.bgl), *ph.acquire), release=ph.release)
         return ph
-
-    def resolve_all(self, config: ConfigReader) -> list[LockPhase]:
-        """All phases resolved against one config: for tests and dry runs only.
-
-        The job process must not use it: it resolves phase i after acquiring phase i-1.
-        """
-        return [self.phase(i, config) for i in range(len(self))]
-
-
-def held_after(phases: Sequence[LockPhase]) -> dict[str, LockMode]:
-    """The locks held after acquiring `phases` in order (releases applied)."""
-    held: dict[str, LockMode] = {}
-    for ph in phases:
-        for name in ph.release:
-            held.pop(name, None)
-        held.update(ph.acquire)
-    return dict(sorted(held.items(), key=lambda kv: lock_sort_key(kv[0])))

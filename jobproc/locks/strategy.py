@@ -27,7 +27,7 @@ The job process loop:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
@@ -112,18 +112,6 @@ def next_attempt(
 def change_priority(state: LockWaitState, priority: int) -> LockWaitState:
     """The state after luxid changed the opcode's priority: the schedule starts again."""
     return LockWaitState(priority, 0)
-
-
-def attempts(
-    priority: int,
-    rng: RandomSource,
-    schedule: tuple[float, ...] = DEFAULT_SCHEDULE,
-) -> Iterator[Attempt]:
-    """Every attempt from `priority` on; endless (the last ones are unbounded waits)."""
-    state = LockWaitState(priority)
-    while True:
-        attempt, state = next_attempt(state, rng, schedule)
-        yield attempt
 
 
 class LockTimeoutStrategy:
