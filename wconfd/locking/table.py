@@ -318,12 +318,15 @@ class Allocation:
         self.apply(owner, pairs, [])
         return []
 
-    def apply(self, owner: str, pairs: Iterable[Pair], weakened: list[Lock]) -> bool:
+    def apply(
+        self, owner: str, pairs: Iterable[Pair], weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
         """Apply checked, unblocked pairs; append released/downgraded locks to `weakened`.
-        Returns whether `owner`'s holdings changed."""
+        Returns the (lock name, mode or "release") pairs that changed `owner`'s holdings,
+        in order ([] if none did): the journal's record of this change."""
         mine = self.owned.get(owner)
         index = self.index
-        changed = False
+        changed: list[tuple[str, str]] = []
         for lock, mode in pairs:
             name = lock.name
             cur = mine.get(name) if mine is not None else None
@@ -355,25 +358,29 @@ class Allocation:
                     weakened.append(lock)
             else:
                 continue
-            changed = True
+            changed.append((name, mode))
         if mine is not None and not mine:
             del self.owned[owner]
             self._top.pop(owner, None)
         return changed
 
-    def release_where(self, owner: str, drop: Callable[[Lock], bool], weakened: list[Lock]) -> bool:
-        """Release every lock of `owner` for which `drop(lock)` is true."""
+    def release_where(
+        self, owner: str, drop: Callable[[Lock], bool], weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
+        """Release every lock of `owner` for which `drop(lock)` is true; the changed pairs."""
         mine = self.owned.get(owner)
         if not mine:
-            return False
+            return []
         pairs = [(lock, RELEASE) for lock in map(parse_lock, mine) if drop(lock)]
         return self.apply(owner, pairs, weakened)
 
-    def downgrade_level(self, owner: str, level: int, weakened: list[Lock]) -> bool:
-        """Exclusive -> shared for each of `owner`'s locks at `level`."""
+    def downgrade_level(
+        self, owner: str, level: int, weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
+        """Exclusive -> shared for each of `owner`'s locks at `level`; the changed pairs."""
         mine = self.owned.get(owner)
         if not mine:
-            return False
+            return []
         pairs = [
             (lock, SHARED)
             for lock, mode in ((parse_lock(name), mode) for name, mode in mine.items())

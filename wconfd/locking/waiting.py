@@ -400,15 +400,17 @@ class LockManager:
     def _apply_now(self, owner: str, pairs: list[Pair]) -> Update:
         """Apply an unblocked request and settle the queue if it released anything."""
         weakened: list[Lock] = []
-        if self._alloc.apply(owner, pairs, weakened):
-            eff = Effects(changed=[owner])
+        eff = Effects()
+        changes = self._alloc.apply(owner, pairs, weakened)
+        if changes:
+            eff.changes[owner] = changes
             if weakened and (self._pending or self._opp):
                 self._settle(eff, weakened, ())
-        else:
-            eff = Effects()
         return Update(applied=True, pending=False, blockers=[], effects=eff)
 
-    def _owner_change(self, owner: str, change: Callable[[list[Lock]], bool]) -> Effects:
+    def _owner_change(
+        self, owner: str, change: Callable[[list[Lock]], list[tuple[str, str]]]
+    ) -> Effects:
         """Withdraw the owner's pending request, run `change`, settle the queue."""
         eff = Effects()
         removed: Iterable[Pair] = ()
@@ -419,8 +421,7 @@ class LockManager:
             removed = req.wants
         ow = self._opp.pop(owner, None)
         weakened: list[Lock] = []
-        if change(weakened):
-            eff.changed.append(owner)
+        eff.add_changes(owner, change(weakened))
         if weakened or req is not None:
             self._settle(eff, weakened, removed)
         if ow is not None:
@@ -535,10 +536,8 @@ class LockManager:
                     continue
                 self._dequeue(req)
                 released: list[Lock] = []
-                alloc.apply(owner, req.pairs, released)
+                eff.add_changes(owner, alloc.apply(owner, req.pairs, released))
                 eff.granted.append(owner)
-                if owner not in eff.changed:
-                    eff.changed.append(owner)
                 more: set[str] = set()
                 for lock in released:
                     interacting(lock, more)
@@ -581,9 +580,7 @@ class LockManager:
             return False
         if ow.min_count and self._count_held(ow) + len(free) < ow.min_count:
             return False
-        alloc.apply(owner, free, [])
-        if owner not in eff.changed:
-            eff.changed.append(owner)
+        eff.add_changes(owner, alloc.apply(owner, free, []))
         return len(free) == len(missing)
 
     def _count_held(self, ow: _OppWait) -> int:
