@@ -9,7 +9,7 @@ from client.daemon.dispatch import build_methods
 from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
 from client.paths import WCONFD_SOCKET
-from wconfd.service import WConfdService
+from wconfd.service import WConfd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        service = WConfdService(state_dir, sweep_interval=args.sweep_interval)
+        service = WConfd(state_dir, sweep_interval=args.sweep_interval)
         server = RpcServer(
             socket_path,
-            build_methods(WConfdApi, service, service.guard),
+            build_methods(WConfdApi, *service.implementations(), guard=service.guard),
             max_message_bytes=args.max_message_bytes,
             group=args.group,
             on_disconnect=service.disconnected,

@@ -41,40 +41,29 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 
 from client.errors import StorageError
 
-from .errors import JournalCorruptError, SnapshotCorruptError
+from .errors import JournalCorruptError
 from .fileops import FileOps, dsync_supported
 from .journal import HEADER, encode_frame, payload_of, scan
+from .seam import Loaded
 from .snapshot import decode_snapshot, encode_snapshot, write_atomic
 
 log = logging.getLogger("wconfd.storage")
 
 S = TypeVar("S")
 R = TypeVar("R")
-T = TypeVar("T")
 SyncMode = Literal["auto", "inline", "thread"]
 
 _ZEROS: Final = bytes(1 << 20)
 _UNSUPPORTED: Final = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
-
-
-class Loaded(NamedTuple, Generic[S, R]):
-    """What `open()` found: the snapshot (None if none), the seq it includes, the journal
-    records after it in order, the last seq, and how many torn-tail bytes were dropped."""
-
-    snapshot: S | None
-    snapshot_seq: int
-    records: list[R]
-    last_seq: int
-    torn_bytes: int
 
 
 @dataclass
@@ -91,41 +80,6 @@ class StoreStats:
     snapshots: int = 0
     last_snapshot_seconds: float = 0.0
     last_snapshot_bytes: int = 0
-
-
-class DurableStore(Protocol[S, R]):
-    """The storage interface of SPEC §13 (append a change, write a snapshot, load), so a
-    replicated store can replace the local one."""
-
-    def open(self) -> Loaded[S, R]:
-        """Load the snapshot and the records after it; ready the store for appends."""
-        ...
-
-    async def append(self, record: R, on_durable: Callable[[R], Any] | None = None) -> int:
-        """Make `record` durable (StorageError otherwise); return its seq."""
-        ...
-
-    def append_sync(self, record: R) -> int:
-        """Blocking `append`, for start-up and tools."""
-        ...
-
-    @property
-    def snapshot_due(self) -> bool:
-        """Whether the journal has grown enough that a snapshot should be taken."""
-        ...
-
-    def snapshot(self, state: S | bytes, seq: int | None = None) -> Awaitable[bool]:
-        """Store `state` (as of record `seq`, default the last durable one; both taken at
-        the call) and restart the journal after it."""
-        ...
-
-    def snapshot_sync(self, state: S | bytes, seq: int | None = None) -> None:
-        """Blocking `snapshot`, for start-up and tools."""
-        ...
-
-    def close(self) -> None:
-        """Release files and threads."""
-        ...
 
 
 class _Pending:
@@ -808,34 +762,3 @@ class LocalStore(Generic[S, R]):
         if self._fd is not None:
             self._ops.close(self._fd)
             self._fd = None
-
-
-def recover(
-    store: DurableStore[S, R],
-    *,
-    initial: Callable[[], T],
-    from_snapshot: Callable[[S], T],
-    apply: Callable[[T, R], Any],
-    to_snapshot: Callable[[T], S | bytes] | None = None,
-) -> T:
-    """Open `store` and rebuild the state: snapshot (or `initial()`) + journal replay.
-
-    With `to_snapshot`, a store without a snapshot gets one of the initial state at seq 0
-    at once (so a random initial state, like a fresh config's uuids, is fixed on disk
-    before any record builds on it), and a journal without a snapshot is refused.
-    """
-    loaded = store.open()
-    if loaded.snapshot is not None:
-        state = from_snapshot(loaded.snapshot)
-    else:
-        if to_snapshot is not None and loaded.records:
-            path = getattr(store, "snapshot_path", "snapshot")
-            raise SnapshotCorruptError(
-                path, f"missing, but the journal has {len(loaded.records)} records"
-            )
-        state = initial()
-        if to_snapshot is not None:
-            store.snapshot_sync(to_snapshot(state), 0)
-    for record in loaded.records:
-        apply(state, record)
-    return state
