@@ -33,6 +33,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from client.errors import InvalidParams, StorageError
+from wconfd.config.numbers import unstorable_number
 from wconfd.config.records import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
 from wconfd.durable import DurableState, Record, Snapshot
@@ -42,10 +43,6 @@ log = logging.getLogger(__name__)
 
 # Most writes planned into one group (one disk write); the rest wait for the next.
 MAX_GROUP: Final = 1024
-
-# Signed 64-bit range: what msgpack (the journal) and every consumer can hold.
-_INT_MIN: Final = -(1 << 63)
-_INT_MAX: Final = (1 << 63) - 1
 
 # A write's plan: given the time, the record to persist (None: nothing to write) and the
 # call's result.  It raises the call's error (it runs in the writer task).
@@ -63,38 +60,16 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 
 
 def check_record(record: Record) -> None:
-    """InvalidParams naming the offending value if `record` cannot be journalled: an int
-    outside signed 64 bits, or a value msgpack cannot encode."""
+    """InvalidParams naming the offending value if `record` cannot be journalled (the
+    edges check numbers first; this keeps a record that slipped past them out of a
+    batch it would fail for everyone)."""
     try:
         _ENCODER.encode(record)
     except OverflowError:
-        where = _first_wide_int(msgspec.to_builtins(record), "")
-        raise InvalidParams(
-            f"{where or 'a number'}: integers must fit in signed 64 bits [{_INT_MIN}, {_INT_MAX}]"
-        ) from None
+        problem = unstorable_number(msgspec.to_builtins(record), "record")
+        raise InvalidParams(problem or "the change holds a number too large to store") from None
     except (TypeError, ValueError) as exc:
         raise InvalidParams(f"the change cannot be stored: {exc}") from None
-
-
-def _first_wide_int(value: Any, path: str) -> str | None:
-    """The path of the first int outside signed 64 bits in a builtins tree."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return path if not _INT_MIN <= value <= _INT_MAX else None
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list | tuple):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        if key == "t" and path == "":
-            continue
-        found = _first_wide_int(item, f"{path}.{key}" if path else str(key))
-        if found is not None:
-            return found
-    return None
 
 
 class Persistence:
