@@ -36,7 +36,6 @@ nothing).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
@@ -44,26 +43,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
 from client.errors import StorageError
 
-from .errors import JournalCorruptError
 from .fileops import FileOps, dsync_supported
-from .journal import HEADER, encode_frame, payload_of, scan
+from .journal import HEADER, encode_frame
+from .journal_io import IoResult, JournalFiles
 from .seam import Loaded
-from .snapshot import decode_snapshot, encode_snapshot, write_atomic
+from .snapshot import encode_snapshot, write_atomic
 
 log = logging.getLogger("wconfd.storage")
 
 S = TypeVar("S")
 R = TypeVar("R")
 SyncMode = Literal["auto", "inline", "thread"]
-
-_ZEROS: Final = bytes(1 << 20)
-_UNSUPPORTED: Final = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
 
 
 @dataclass
@@ -101,15 +97,6 @@ class _Pending:
         self.seq = 0
 
 
-class _IoResult(NamedTuple):
-    """Outcome of one journal write, computed off the store's state."""
-
-    elapsed: float
-    error: OSError | None
-    broken: str | None
-    dsync: bool
-
-
 class LocalStore(Generic[S, R]):
     """Journal + snapshot in a local directory; see the module docstring.
 
@@ -144,8 +131,9 @@ class LocalStore(Generic[S, R]):
         """
         self.directory = os.fspath(directory)
         self.name = name
-        self.journal_path = os.path.join(self.directory, f"{name}.journal")
-        self.snapshot_path = os.path.join(self.directory, f"{name}.snapshot.json")
+        self._files = JournalFiles(self.directory, name, file_ops or FileOps())
+        self.journal_path = self._files.journal_path
+        self.snapshot_path = self._files.snapshot_path
         self._snapshot_type = snapshot_type
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder: msgspec.msgpack.Decoder[R] = msgspec.msgpack.Decoder(record_type)
@@ -156,7 +144,6 @@ class LocalStore(Generic[S, R]):
         self.sync_mode: SyncMode = sync_mode
         self.inline_threshold = inline_threshold
         self.indent = indent
-        self._ops = file_ops or FileOps()
         self.stats = StoreStats()
         self.broken: str | None = None
         self._fd: int | None = None
@@ -218,71 +205,17 @@ class LocalStore(Generic[S, R]):
         """
         if self._fd is not None:
             raise RuntimeError(f"store {self.name} is already open")
-        os.makedirs(self.directory, exist_ok=True)
-        self._ops.unlink(self.journal_path + ".tmp")
-        self._ops.unlink(self.snapshot_path + ".tmp")
-        snapshot: S | None = None
-        snapshot_seq = 0
-        raw = self._ops.read_file(self.snapshot_path)
-        if raw is not None:
-            snapshot_seq, snapshot = decode_snapshot(
-                self.snapshot_path, self.name, raw, self._snapshot_type
-            )
-            self._snapshot_bytes = len(raw)
-        data = self._ops.read_file(self.journal_path)
-        new_file = data is None
-        result = scan(data or b"", self.journal_path)
-        frames = result.frames
-        kept = [f for f in frames if f.seq > snapshot_seq]
-        if kept and kept[0].seq != snapshot_seq + 1:
-            raise JournalCorruptError(
-                self.journal_path,
-                f"journal starts at seq {kept[0].seq} but the snapshot includes only up to "
-                f"seq {snapshot_seq}: records are missing",
-            )
-        records: list[R] = []
-        for frame in kept:
-            try:
-                records.append(self._decoder.decode(payload_of(data or b"", frame)))
-            except msgspec.DecodeError as exc:
-                raise JournalCorruptError(
-                    self.journal_path, f"record seq {frame.seq} does not decode: {exc}"
-                ) from None
-        last_seq = kept[-1].seq if kept else snapshot_seq
-        fd = self._ops.open(self.journal_path, os.O_RDWR | os.O_CREAT)
-        try:
-            size = os.fstat(fd).st_size
-            end = result.end
-            restart = bool(frames) and not kept
-            if restart:
-                end = 0  # everything is in the snapshot already: restart the journal
-                frames = []
-            if result.torn_bytes:
-                log.warning(
-                    "%s: dropping %d bytes of torn journal tail at offset %d (%s)",
-                    self.journal_path,
-                    result.torn_bytes,
-                    result.end,
-                    result.reason,
-                )
-            if result.torn_bytes or restart:
-                self._ops.ftruncate(fd, end)
-                self._ops.fsync(fd)
-                size = end
-            if new_file:
-                self._ops.fsync_dir(self.directory)
-        except BaseException:
-            self._ops.close(fd)
-            raise
-        self._fd = fd
-        self._pos = end
-        self._alloc_end = size
-        self._offsets = [f.start for f in frames]
-        self._file_first_seq = frames[0].seq if frames else last_seq + 1
-        self._snapshot_seq = snapshot_seq
-        self._durable_seq = last_seq
+        found = self._files.load(self._snapshot_type, self._decoder)
+        self._snapshot_bytes = found.snapshot_bytes
+        self._fd = found.fd
+        self._pos = found.end
+        self._alloc_end = found.size
+        self._offsets = found.offsets
+        self._file_first_seq = found.first_seq
+        self._snapshot_seq = found.loaded.snapshot_seq
+        self._durable_seq = found.loaded.last_seq
         self.broken = None
-        return Loaded(snapshot, snapshot_seq, records, last_seq, result.torn_bytes)
+        return found.loaded
 
     # ------------------------------------------------------------------- append
 
@@ -322,7 +255,9 @@ class LocalStore(Generic[S, R]):
         item = _Pending(record, self._encoder.encode(record), None, None)
         self.stats.appends += 1
         if self._needs_extension():
-            self._finish_extension(*self._io_extend(self._fd_(), self._alloc_end, self._target()))
+            self._finish_extension(
+                *self._files.extend(self._fd_(), self._alloc_end, self._target())
+            )
         self._run_batch_inline([item])
         return item.seq
 
@@ -382,7 +317,7 @@ class LocalStore(Generic[S, R]):
             assert loop is not None
             future = loop.run_in_executor(
                 self._executor_(),
-                self._io_batch,
+                self._files.write_batch,
                 self._fd,
                 data,
                 start,
@@ -396,14 +331,14 @@ class LocalStore(Generic[S, R]):
             self._maybe_extend()
 
     def _after_thread_batch(
-        self, batch: list[_Pending], start: int, data: bytes, future: asyncio.Future[_IoResult]
+        self, batch: list[_Pending], start: int, data: bytes, future: asyncio.Future[IoResult]
     ) -> None:
         """Completion of a batch written by the store thread (on the loop thread)."""
         self._inflight = False
         try:
             result = future.result()
         except Exception as exc:  # not an OSError: a bug; fail the batch, stop writing
-            result = _IoResult(
+            result = IoResult(
                 0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}", self._dsync
             )
         self._finish_batch(batch, start, len(data), result)
@@ -416,7 +351,7 @@ class LocalStore(Generic[S, R]):
         data, start = self._frames(batch)
         self._inflight = True
         try:
-            result = self._io_batch(self._fd_(), data, start, self._alloc_end, self._dsync)
+            result = self._files.write_batch(self._fd_(), data, start, self._alloc_end, self._dsync)
         finally:
             self._inflight = False
         self.stats.inline_writes += 1
@@ -432,47 +367,8 @@ class LocalStore(Generic[S, R]):
         data = b"".join(encode_frame(p.payload, p.seq, first) for p in batch)
         return data, self._pos
 
-    def _io_batch(self, fd: int, data: bytes, start: int, alloc_end: int, dsync: bool) -> _IoResult:
-        """Write and sync one batch; on failure undo it.  Touches no store state (it may
-        run on the store thread)."""
-        t0 = time.perf_counter()
-        end = start + len(data)
-        try:
-            if dsync and end <= alloc_end:
-                try:
-                    self._ops.pwrite_dsync(fd, data, start)
-                except OSError as exc:
-                    if exc.errno not in _UNSUPPORTED:
-                        raise
-                    dsync = False
-                    self._ops.pwrite(fd, data, start)
-                    self._ops.fdatasync(fd)
-            else:
-                self._ops.pwrite(fd, data, start)
-                self._ops.fdatasync(fd)
-        except OSError as exc:
-            broken = self._undo(fd, start, end, alloc_end)
-            return _IoResult(time.perf_counter() - t0, exc, broken, dsync)
-        return _IoResult(time.perf_counter() - t0, None, None, dsync)
-
-    def _undo(self, fd: int, start: int, end: int, alloc_end: int) -> str | None:
-        """Make a failed write's bytes invalid on disk; the reason if that failed too."""
-        try:
-            zero_end = min(end, alloc_end)
-            pos = start
-            while pos < zero_end:
-                n = min(zero_end - pos, len(_ZEROS))
-                self._ops.pwrite(fd, memoryview(_ZEROS)[:n], pos)
-                pos += n
-            if end > alloc_end:
-                self._ops.ftruncate(fd, max(start, alloc_end))
-            self._ops.fdatasync(fd)
-        except OSError as exc:
-            return f"could not undo a failed journal write: {exc}"
-        return None
-
     def _finish_batch(
-        self, batch: list[_Pending], start: int, length: int, result: _IoResult
+        self, batch: list[_Pending], start: int, length: int, result: IoResult
     ) -> StorageError | None:
         """Account for a written batch: resolve waiters (running `on_durable` in order), or
         fail them all with StorageError (also returned)."""
@@ -547,7 +443,7 @@ class LocalStore(Generic[S, R]):
             return
         self._extending = True
         future = loop.run_in_executor(
-            self._executor_(), self._io_extend, self._fd, self._alloc_end, self._target()
+            self._executor_(), self._files.extend, self._fd, self._alloc_end, self._target()
         )
 
         def done(f: asyncio.Future[tuple[int, int, OSError | None]]) -> None:
@@ -561,21 +457,6 @@ class LocalStore(Generic[S, R]):
             self._kick()
 
         future.add_done_callback(done)
-
-    def _io_extend(self, fd: int, start: int, target: int) -> tuple[int, int, OSError | None]:
-        """Write zeros over [start, target) and sync; (start, new end, error)."""
-        try:
-            pos = start
-            while pos < target:
-                n = min(target - pos, len(_ZEROS))
-                self._ops.pwrite(fd, memoryview(_ZEROS)[:n], pos)
-                pos += n
-            self._ops.fdatasync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                self._ops.ftruncate(fd, start)
-            return start, start, exc
-        return start, target, None
 
     def _finish_extension(self, start: int, end: int, error: OSError | None) -> None:
         """Record the new preallocated end (on the loop thread)."""
@@ -620,7 +501,7 @@ class LocalStore(Generic[S, R]):
             )
             try:
                 await loop.run_in_executor(
-                    None, write_atomic, self.snapshot_path, chunks, self._ops
+                    None, write_atomic, self.snapshot_path, chunks, self._files.ops
                 )
             except OSError as exc:
                 raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
@@ -633,7 +514,9 @@ class LocalStore(Generic[S, R]):
                     await waiter
                 tail = self._tail_range(seq)
                 fd = self._fd_()
-                new = await loop.run_in_executor(self._executor_(), self._io_rotate, fd, *tail)
+                new = await loop.run_in_executor(
+                    self._executor_(), self._files.rotate, fd, *tail, self.prealloc
+                )
                 self._finish_rotate(seq, tail, new)
             finally:
                 self._paused -= 1
@@ -651,12 +534,12 @@ class LocalStore(Generic[S, R]):
         t0 = time.perf_counter()
         chunks = encode_snapshot(self.name, seq, body, self.indent)
         try:
-            write_atomic(self.snapshot_path, chunks, self._ops)
+            write_atomic(self.snapshot_path, chunks, self._files.ops)
         except OSError as exc:
             raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
         self._snapshot_done(seq, sum(map(len, chunks)), t0)
         tail = self._tail_range(seq)
-        self._finish_rotate(seq, tail, self._io_rotate(self._fd_(), *tail))
+        self._finish_rotate(seq, tail, self._files.rotate(self._fd_(), *tail, self.prealloc))
 
     def _check_snapshot_seq(self, seq: int | None) -> int:
         """The snapshot's seq: default the last durable one; must be within the journal."""
@@ -683,25 +566,6 @@ class LocalStore(Generic[S, R]):
         start = self._offsets[index] if 0 <= index < len(self._offsets) else self._pos
         return start, self._pos
 
-    def _io_rotate(self, fd: int, start: int, end: int) -> tuple[int | None, OSError | None]:
-        """A new journal holding bytes [start, end) of the old one, preallocated, swapped
-        in atomically.  (new fd, None) or (None, error) with the old journal untouched."""
-        tmp = self.journal_path + ".tmp"
-        new_fd: int | None = None
-        try:
-            tail = os.pread(fd, end - start, start) if end > start else b""
-            new_fd = self._ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-            self._ops.pwrite(new_fd, tail + bytes(max(0, self.prealloc)), 0)
-            self._ops.fsync(new_fd)
-            self._ops.replace(tmp, self.journal_path)
-            self._ops.fsync_dir(self.directory)
-        except OSError as exc:
-            if new_fd is not None:
-                self._ops.close(new_fd)
-            self._ops.unlink(tmp)
-            return None, exc
-        return new_fd, None
-
     def _finish_rotate(
         self, seq: int, tail: tuple[int, int], new: tuple[int | None, OSError | None]
     ) -> None:
@@ -722,7 +586,7 @@ class LocalStore(Generic[S, R]):
         self._alloc_end = self._pos + max(0, self.prealloc)
         self._extend_backoff = 0
         self._fd = new_fd
-        self._ops.close(old_fd)
+        self._files.ops.close(old_fd)
 
     # ------------------------------------------------------------------ close
 
@@ -760,5 +624,5 @@ class LocalStore(Generic[S, R]):
             if item.fut is not None and not item.fut.done():
                 item.fut.set_exception(StorageError(f"{self.name} store closed"))
         if self._fd is not None:
-            self._ops.close(self._fd)
+            self._files.ops.close(self._fd)
             self._fd = None
