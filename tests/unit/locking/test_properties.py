@@ -304,7 +304,7 @@ def check_invariants(mgr: LockManager) -> Snap:
     for r in s.queue:
         for lk, m in wants_of(held.get(r.owner, {}), r.pairs):
             fresh.add(r.owner, parse(lk), m)
-    assert_same_index(fresh, mgr._pidx)
+    assert_same_index(fresh, mgr._queue.index)
     return s
 
 
@@ -466,7 +466,7 @@ def differential_run(op_list: list[tuple[Any, ...]]) -> None:
     assert mgr.held() == {} and mgr.owners() == []
     assert mgr.list_all_locks() == {"locks": [], "pending": []}
     assert_same_index(HolderIndex(), mgr.allocation.index)
-    assert_same_index(HolderIndex(), mgr._pidx)
+    assert_same_index(HolderIndex(), mgr._queue.index)
 
 
 @cfg(250)
