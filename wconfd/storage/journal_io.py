@@ -19,11 +19,13 @@ from typing import Any, Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 
+from client.errors import StorageError
+
 from .errors import JournalCorruptError
 from .fileops import FileOps
 from .journal import payload_of, scan
 from .seam import Loaded
-from .snapshot import decode_snapshot
+from .snapshot import decode_snapshot, encode_snapshot, write_atomic
 
 log = logging.getLogger("wconfd.storage")
 
@@ -216,3 +218,13 @@ class JournalFiles:
             ops.unlink(tmp)
             return None, exc
         return new_fd, None
+
+    def write_snapshot(self, seq: int, body: bytes, indent: int) -> int:
+        """Write the snapshot of state JSON `body` at `seq` atomically; its size.
+        StorageError if it could not be written (the old one stays)."""
+        chunks = encode_snapshot(self.name, seq, body, indent)
+        try:
+            write_atomic(self.snapshot_path, chunks, self.ops)
+        except OSError as exc:
+            raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
+        return sum(map(len, chunks))
