@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .names import Pair
@@ -25,27 +26,17 @@ NEW = sys.maxsize
 """Arrival rank of a request not yet queued: behind every queued one."""
 
 
+@dataclass(slots=True)
 class Request:
     """A queued waiting request.  `wants` are its acquire/upgrade pairs (the owner's
     holdings cannot change while it waits, so they are computed once)."""
 
-    __slots__ = ("owner", "pairs", "priority", "seq", "since", "wants")
-
-    def __init__(
-        self,
-        owner: str,
-        pairs: list[Pair],
-        wants: list[Pair],
-        priority: int,
-        seq: int,
-        since: Any,
-    ) -> None:
-        self.owner = owner
-        self.pairs = pairs
-        self.wants = wants
-        self.priority = priority
-        self.seq = seq
-        self.since = since
+    owner: str
+    pairs: list[Pair]
+    wants: list[Pair]
+    priority: int
+    seq: int
+    since: Any
 
 
 class WaitQueue:

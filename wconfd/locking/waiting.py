@@ -22,6 +22,7 @@ requests touching the released/withdrawn locks are re-examined.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -42,29 +43,18 @@ from .names import (
 from .table import Allocation, order_problem
 
 
+@dataclass(slots=True)
 class _OppWait:
     """A pending opportunistic union: `usable` are the pairs that pass the order rule
     against the locks held before the call; they are acquired as they become free."""
 
-    __slots__ = ("min_count", "owner", "pairs", "priority", "seq", "since", "usable")
-
-    def __init__(
-        self,
-        owner: str,
-        pairs: list[Pair],
-        usable: list[Pair],
-        min_count: int,
-        priority: int,
-        seq: int,
-        since: Any,
-    ) -> None:
-        self.owner = owner
-        self.pairs = pairs
-        self.usable = usable
-        self.min_count = min_count
-        self.priority = priority
-        self.seq = seq
-        self.since = since
+    owner: str
+    pairs: list[Pair]
+    usable: list[Pair]
+    min_count: int
+    priority: int
+    seq: int
+    since: Any
 
 
 def _pending_error(owner: str) -> PendingRequestError:
