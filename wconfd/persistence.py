@@ -17,8 +17,8 @@ Two write paths, one journal:
   answer (an error, an idempotent retry) was planned on top of a failed record.  The
   next group is planned once the previous one is durable and applied.
 
-Every record is encoded (`check_record`) before it joins a batch, so a record that
-cannot be stored fails its own call with InvalidParams and never the batch it would
+Every planned record is encoded (`check_record`) before it joins a batch, so a record
+that cannot be stored fails its own call with InvalidParams and never the batch it would
 have shared (one client's bad write never fails another's, SPEC §3).
 """
 
@@ -86,9 +86,10 @@ class Persistence:
     # -- direct commits ------------------------------------------------------------------
 
     async def commit(self, records: Sequence[Record]) -> None:
-        """Make `records` durable in one write (all or none), then apply them to memory."""
-        for record in records:
-            check_record(record)
+        """Make `records` durable in one write (all or none), then apply them to memory.
+
+        For lock changes: names and modes only, which always encode, so they skip
+        `check_record` (the store encodes each record once, before queueing it)."""
         if len(records) == 1:  # the common case: no gather
             await self.store.append_nowait(records[0], on_durable=self.state.apply)
         else:
