@@ -21,7 +21,9 @@ What an implementation must promise:
 - Failure.  If a batch cannot be made durable, every awaitable of the batch fails with
   client.errors.StorageError, no `on_durable` of it runs, and storage is as before the
   batch (a later `open()` does not find it).  If the implementation cannot even guarantee
-  that, it refuses every further append with StorageError until restarted.  A failed
+  that, it refuses every further append with StorageError until restarted.  So does one
+  that has lost the right to write (etcd: a deposed master, whose fencing token no longer
+  matches the leader key): nothing it can no longer order may be acknowledged.  A failed
   `snapshot` leaves the previous snapshot and the records after it valid.
 - Snapshots.  `snapshot(state, seq)` stores `state` as the state after record `seq` and
   may then drop records up to `seq`; `open()` returns the newest snapshot and exactly the
