@@ -78,7 +78,10 @@ def rules(rnd: random.Random, watermark: int, count: int = 1000) -> list[FilterR
     kinds = [
         lambda i: [["opcode", ["==", "OP_ID", f"OP_PLUGIN_{i}"]]],
         lambda i: [
-            ["opcode", ["&", ["=", "OP_ID", "OP_INSTANCE_MIGRATE"], ["==", "instance_name", f"x{i}"]]]
+            [
+                "opcode",
+                ["&", ["=", "OP_ID", "OP_INSTANCE_MIGRATE"], ["==", "instance_name", f"x{i}"]],
+            ]
         ],
         lambda i: [["reason", ["==", "reason", f"maintenance ticket {i}"]]],
         lambda i: [["reason", ["=~", "reason", f"^ticket-{i}\\b"]]],

@@ -1,31 +1,49 @@
 """What wconfd keeps on disk: one journal of change records and its snapshot.
 
 Three kinds of change share the journal so their order is one order: configuration
-changes and reservation changes (records of wconfd.config), and lock holdings.  A lock
-record carries a client's whole set of held locks, not a delta, so replaying it twice
-is harmless and the last record of a client is its durable state.
+changes and reservation changes (records of wconfd.config), and lock changes.  A lock
+record (`LockChange`) carries the (lock, mode) pairs one operation changed for one client
+- acquire, upgrade, downgrade or release - so its size and cost grow with the change, not
+with what the client holds (SPEC §4.4 rule 7); the snapshot carries the whole table.
+Journals written before that format hold `HeldLocks` records (a client's whole holdings
+after a change); they replay unchanged, so an upgrade needs no manual step.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import TypeAlias
 
 import msgspec
 
 from wconfd.config import ConfigChange, ConfigDocument, ConfigState, ReservationChange
 from wconfd.config.reservations import ReservationSnapshot, ReservationTable
+from wconfd.storage.seam import DurableStore, recover
+from wconfd.storage.store import LocalStore
 
 Held = list[tuple[str, str]]
 
+RELEASE = "release"
+
+
+class LockChange(msgspec.Struct, frozen=True, tag="lock_change", tag_field="t"):
+    """The pairs one operation changed for `client_id`, in order; mode "release" drops a
+    lock, "shared"/"exclusive" acquire it or change its mode."""
+
+    client_id: str
+    pairs: Held
+
 
 class HeldLocks(msgspec.Struct, frozen=True, tag="locks", tag_field="t"):
-    """All locks `client_id` holds after a change (empty: it holds none)."""
+    """The journal's lock record before LockChange: all locks `client_id` held after a
+    change (empty: none).  Read from old journals; no longer written."""
 
     client_id: str
     locks: Held
 
 
-Record: TypeAlias = ConfigChange | ReservationChange | HeldLocks
+Record: TypeAlias = ConfigChange | ReservationChange | LockChange | HeldLocks
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -37,10 +55,14 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 
 class DurableState:
-    """The state the journal rebuilds: config, reservations and durable lock holdings."""
+    """The state the journal rebuilds: config, reservations and durable lock holdings
+    (`locks`: client id -> {lock: mode}, clients holding nothing absent)."""
 
     def __init__(
-        self, config: ConfigState, reservations: ReservationTable, locks: dict[str, Held]
+        self,
+        config: ConfigState,
+        reservations: ReservationTable,
+        locks: dict[str, dict[str, str]],
     ) -> None:
         self.config = config
         self.reservations = reservations
@@ -57,14 +79,16 @@ class DurableState:
         return cls(
             ConfigState(snap.config),
             ReservationTable.from_snapshot(snap.reservations),
-            {owner: list(held) for owner, held in snap.locks.items() if held},
+            {owner: dict(held) for owner, held in snap.locks.items() if held},
         )
 
     def apply(self, record: Record) -> None:
         """Apply one durable record (live, after it is on disk, and at replay)."""
-        if isinstance(record, HeldLocks):
+        if isinstance(record, LockChange):
+            self._apply_lock_change(record.client_id, record.pairs)
+        elif isinstance(record, HeldLocks):
             if record.locks:
-                self.locks[record.client_id] = list(record.locks)
+                self.locks[record.client_id] = dict(record.locks)
             else:
                 self.locks.pop(record.client_id, None)
         elif isinstance(record, ConfigChange):
@@ -72,9 +96,42 @@ class DurableState:
         else:
             self.reservations.apply(record)
 
+    def _apply_lock_change(self, owner: str, pairs: Held) -> None:
+        held = self.locks.get(owner)
+        if held is None:
+            held = self.locks[owner] = {}
+        for lock, mode in pairs:
+            if mode == RELEASE:
+                held.pop(lock, None)
+            else:
+                held[lock] = mode
+        if not held:
+            del self.locks[owner]
+
+    def held_lists(self) -> dict[str, list[list[str]]]:
+        """The durable holdings as LockManager.restore takes them."""
+        return {owner: [[lk, m] for lk, m in held.items()] for owner, held in self.locks.items()}
+
     def snapshot_json(self) -> bytes:
         """The snapshot as compact JSON, reusing the config's cached encoding."""
         rest = msgspec.json.encode(
-            {"reservations": self.reservations.snapshot(), "locks": self.locks}
+            {"reservations": self.reservations.snapshot(), "locks": self.held_lists()}
         )
         return b'{"config":' + self.config.get_config_json() + b"," + rest[1:]
+
+
+def open_local_store(state_dir: str | os.PathLike[str]) -> LocalStore[Snapshot, Record]:
+    """wconfd's store in `state_dir` (wconfd.journal, wconfd.snapshot.json); not opened yet."""
+    return LocalStore(state_dir, "wconfd", snapshot_type=Snapshot, record_type=Record)
+
+
+def load_durable_state(store: DurableStore[Snapshot, Record]) -> DurableState:
+    """Open `store` and rebuild the state: snapshot + journal replay (a fresh directory
+    gets the default config, fixed on disk at once).  Storage errors propagate."""
+    return recover(
+        store,
+        initial=lambda: DurableState.fresh(time.time()),
+        from_snapshot=DurableState.from_snapshot,
+        apply=DurableState.apply,
+        to_snapshot=DurableState.snapshot_json,
+    )

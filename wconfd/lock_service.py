@@ -2,8 +2,9 @@
 
 The core decides; this module holds calls open while requests wait, answers them when
 an operation's Effects say they were granted or withdrawn, and makes every change of
-held locks durable (through `persist_owners`) before any call that caused or observed it
-is answered.
+held locks durable before any call that caused or observed it is answered: the pairs the
+core reports as changed go to the journal as they are (`LockChange`, one per owner, all
+of one operation in one write), so the cost grows with the change (SPEC §4.4 rule 7).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any, cast
 
 from client.api.wconfd import (
@@ -23,25 +24,23 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.daemon.server import Connection
 from client.errors import InvalidParams, StorageError
-from wconfd.clients import ClientRegistry
+from wconfd.clients import Client
+from wconfd.durable import LockChange
 from wconfd.locking import Effects, LockManager
+from wconfd.persistence import Persistence
 
 log = logging.getLogger(__name__)
 
-PersistOwners = Callable[[Iterable[str]], Awaitable[None]]
 
+class LockService:
+    """The §4.3 methods over the lock core; lock changes go to `persistence`.
 
-class LockMethods:
-    """The §4.3 methods; mixed into WConfdService, which provides the registry and storage."""
+    Methods receive the identified `Client` (the dispatch guard identified it once)."""
 
-    clients: ClientRegistry
-    locks: LockManager
-    persist_owners: PersistOwners
-    durable_locks: Callable[[], dict[str, list[tuple[str, str]]]]
-
-    def _init_lock_waits(self) -> None:
+    def __init__(self, persistence: Persistence, locks: LockManager) -> None:
+        self.persistence = persistence
+        self.locks = locks
         self._waits: dict[str, asyncio.Future[WaitResult]] = {}
         self._opp_waits: dict[str, asyncio.Future[list[str]]] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -52,9 +51,11 @@ class LockMethods:
         """Persist what changed, then answer the waits the operation ended."""
         if effects.empty():
             return
-        if effects.changed:
+        if effects.changes:
             try:
-                await self.persist_owners(effects.changed)
+                await self.persistence.commit(
+                    [LockChange(owner, pairs) for owner, pairs in effects.changes.items()]
+                )
             except StorageError as exc:
                 self._fall_back_to_durable_locks(exc)
                 raise
@@ -73,12 +74,7 @@ class LockMethods:
         so no client believes in a state the disk does not have.
         """
         log.error("journalling a lock change failed, reverting to the durable locks: %s", exc)
-        self.locks = LockManager.restore(
-            {
-                owner: [[lock, mode] for lock, mode in held]
-                for owner, held in self.durable_locks().items()
-            }
-        )
+        self.locks = LockManager.restore(self.persistence.state.held_lists())
         tables: tuple[dict[str, asyncio.Future[Any]], ...] = (self._waits, self._opp_waits)
         for table in tables:
             waiting = list(table.values())
@@ -121,16 +117,16 @@ class LockMethods:
 
     # -- methods -------------------------------------------------------------------------
 
-    async def try_update_locks(self, conn: Connection, request: LockRequest) -> list[str]:
-        owner = self.clients.require(conn).client_id
+    async def try_update_locks(self, client: Client, request: LockRequest) -> list[str]:
+        owner = client.client_id
         update = self.locks.try_update(owner, request)
         await self.settle(update.effects)
         return update.blockers
 
     async def update_locks_waiting(
-        self, conn: Connection, request: LockRequest, priority: int, timeout: float | None
+        self, client: Client, request: LockRequest, priority: int, timeout: float | None
     ) -> WaitResult:
-        owner = self.clients.require(conn).client_id
+        owner = client.client_id
         if timeout is not None and timeout < 0:
             raise InvalidParams("param `timeout`: must be >= 0 or null (wait forever)")
         if timeout == 0:
@@ -167,9 +163,9 @@ class LockMethods:
             raise
 
     async def opportunistic_lock_union(
-        self, conn: Connection, request: LockRequest, timeout: float, min_count: int
+        self, client: Client, request: LockRequest, timeout: float, min_count: int
     ) -> list[str]:
-        owner = self.clients.require(conn).client_id
+        owner = client.client_id
         if timeout < 0:
             raise InvalidParams("param `timeout`: must be >= 0")
         result = self.locks.opportunistic_lock_union(
@@ -194,30 +190,30 @@ class LockMethods:
                 self.settle_soon(self.locks.finish_opportunistic(owner).effects)
             raise
 
-    async def list_locks(self, conn: Connection) -> list[tuple[str, Mode]]:
-        return self.list_locks_of(self.clients.require(conn).client_id)
+    async def list_locks(self, client: Client) -> list[tuple[str, Mode]]:
+        return self.list_locks_of(client.client_id)
 
     def list_locks_of(self, owner: str) -> list[tuple[str, Mode]]:
         """An owner's locks as (lock, mode) in lock order."""
         return [(lock, cast(Mode, mode)) for lock, mode in self.locks.list_locks(owner)]
 
-    async def intersect_locks(self, conn: Connection, locks: list[str]) -> None:
-        owner = self.clients.require(conn).client_id
+    async def intersect_locks(self, client: Client, locks: list[str]) -> None:
+        owner = client.client_id
         await self.settle(self.locks.intersect_locks(owner, locks))
 
-    async def free_locks(self, conn: Connection) -> None:
-        owner = self.clients.require(conn).client_id
+    async def free_locks(self, client: Client) -> None:
+        owner = client.client_id
         await self.settle(self.locks.free_locks(owner))
 
-    async def free_locks_level(self, conn: Connection, level: str) -> None:
-        owner = self.clients.require(conn).client_id
+    async def free_locks_level(self, client: Client, level: str) -> None:
+        owner = client.client_id
         await self.settle(self.locks.free_locks_level(owner, level))
 
-    async def downgrade_locks_level(self, conn: Connection, level: str) -> None:
-        owner = self.clients.require(conn).client_id
+    async def downgrade_locks_level(self, client: Client, level: str) -> None:
+        owner = client.client_id
         await self.settle(self.locks.downgrade_locks_level(owner, level))
 
-    async def list_all_locks(self, conn: Connection) -> AllLocks:
+    async def list_all_locks(self, client: Client) -> AllLocks:
         view = self.locks.list_all_locks()
         return AllLocks(
             locks=[
@@ -237,6 +233,3 @@ class LockMethods:
                 for p in view["pending"]
             ],
         )
-
-    async def cleanup_dead_clients(self, conn: Connection) -> list[str]:
-        return sorted(self.clients.sweep())

@@ -10,7 +10,7 @@ from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
 from client.metrics import instrument
 from client.paths import WCONFD_SOCKET
-from wconfd.service import WConfdService
+from wconfd.service import WConfd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,10 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        service = WConfdService(state_dir, sweep_interval=args.sweep_interval)
+        service = WConfd(state_dir, sweep_interval=args.sweep_interval)
         server = RpcServer(
             socket_path,
-            instrument(build_methods(WConfdApi, service, service.guard), service.metrics),
+            instrument(
+                build_methods(WConfdApi, *service.implementations(), guard=service.guard),
+                service.metrics,
+            ),
             max_message_bytes=args.max_message_bytes,
             group=args.group,
             on_disconnect=service.disconnected,

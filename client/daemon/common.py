@@ -12,10 +12,11 @@ from client.protocol import PROTOCOL_VERSION
 
 
 class CommonMethods:
-    """Mixed into each daemon's service class, which sets `metrics` to its own registry
-    (`client.metrics.Registry(daemon)`) and updates it as it works."""
+    """ping, version and get_metrics over the daemon's own registry
+    (`client.metrics.Registry(daemon)`, which the daemon updates as it works)."""
 
-    metrics: Registry
+    def __init__(self, metrics: Registry) -> None:
+        self.metrics = metrics
 
     async def ping(self, conn: Any) -> str:
         return "pong"

@@ -27,8 +27,9 @@ from client.protocol import Request
 
 log = logging.getLogger(__name__)
 
-# Called before every method with the connection and the spec; raises to refuse the call.
-Guard = Callable[[Any, MethodSpec], None]
+# Called before every method with the connection and the spec; returns the caller handed
+# to the method as its first argument (e.g. the identified client), or raises to refuse.
+Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
 
 
@@ -48,9 +49,8 @@ def _handler(spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             params = spec.decode_params(args, kwargs)
-            if guard is not None:
-                guard(conn, spec)
-            result = await impl(conn, *[getattr(params, n) for n in names])
+            caller = conn if guard is None else guard(conn, spec)
+            result = await impl(caller, *[getattr(params, n) for n in names])
         except RpcError as exc:
             raise _error(exc) from None
         except Exception:
@@ -66,21 +66,29 @@ def _handler(spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard
     return handle
 
 
-def build_methods(api: type[Api], impl: object, guard: Guard | None = None) -> dict[str, Handler]:
-    """The jsonrpcserver method table for `impl`, which must implement every declared method.
+def build_methods(api: type[Api], *impls: object, guard: Guard | None = None) -> dict[str, Handler]:
+    """The jsonrpcserver method table for the declared methods of `api`, each implemented
+    on exactly one of `impls`.
 
-    Each implementation is `async def name(self, conn, <declared params>)`; a missing
-    method or different parameter names fail here, at start-up, not at the first call.
+    Each implementation is `async def name(self, caller, <declared params>)`, where
+    `caller` is what `guard` returns (the connection when there is no guard).  A method
+    missing or found twice, or different parameter names, fail here, at start-up, not
+    at the first call.
     """
     methods: dict[str, Handler] = {}
+    names = ", ".join(type(impl).__name__ for impl in impls)
     for name, spec in api.methods().items():
-        func = getattr(impl, name, None)
+        found = [impl for impl in impls if getattr(impl, name, None) is not None]
+        if len(found) > 1:
+            owners = ", ".join(type(impl).__name__ for impl in found)
+            raise TypeError(f"{name}() is implemented by several objects: {owners}")
+        func = getattr(found[0], name) if found else None
         if func is None or not inspect.iscoroutinefunction(func):
-            raise TypeError(f"{type(impl).__name__} must implement async {name}()")
+            raise TypeError(f"one of {names} must implement async {name}()")
         got = tuple(inspect.signature(func).parameters)[1:]
         if got != spec.param_names:
             raise TypeError(
-                f"{type(impl).__name__}.{name} takes {got}, the API declares {spec.param_names}"
+                f"{type(found[0]).__name__}.{name} takes {got}, the API declares {spec.param_names}"
             )
         methods[name] = _handler(spec, func, guard)
     return methods

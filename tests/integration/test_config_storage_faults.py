@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import wconfd.durable
 import wconfd.service
 from client import AsyncWConfdClient, WConfdClient, errors
 from client.api.wconfd import WConfdApi
@@ -63,7 +64,7 @@ class FlakyOps(FileOps):
 
 
 class InProcessWConfd:
-    """WConfdService + RpcServer on `socket` in a thread; the store uses `ops`."""
+    """WConfd + RpcServer on `socket` in a thread; the store uses `ops`."""
 
     def __init__(self, state_dir: Path, socket: Path) -> None:
         self.state_dir = state_dir
@@ -96,11 +97,11 @@ class InProcessWConfd:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self.socket.parent.mkdir(parents=True, exist_ok=True)
-        service = wconfd.service.WConfdService(self.state_dir)
+        service = wconfd.service.WConfd(self.state_dir)
         self.service = service
         server = RpcServer(
             self.socket,
-            build_methods(WConfdApi, service, service.guard),
+            build_methods(WConfdApi, *service.implementations(), guard=service.guard),
             on_disconnect=service.disconnected,
         )
         service.start()
@@ -115,14 +116,14 @@ class InProcessWConfd:
 
 @pytest.fixture
 def flaky(monkeypatch: pytest.MonkeyPatch) -> FlakyOps:
-    """Make WConfdService's store use a FlakyOps (for services built in this test)."""
+    """Make wconfd's store use a FlakyOps (for services built in this test)."""
     ops = FlakyOps()
 
     class FlakyStore(LocalStore[Any, Any]):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, file_ops=ops, **kwargs)
 
-    monkeypatch.setattr(wconfd.service, "LocalStore", FlakyStore)
+    monkeypatch.setattr(wconfd.durable, "LocalStore", FlakyStore)
     return ops
 
 
@@ -213,7 +214,7 @@ def test_a_failed_group_of_pipelined_writes_changes_nothing(daemon_factory, flak
 
     try:
         results, doc, serial = asyncio.run(scenario())
-        max_batch = inproc.service.store.stats.max_batch
+        max_batch = inproc.service.persistence.store.stats.max_batch
     finally:
         inproc.stop()
     assert flaky.failed == 1 and max_batch >= 10

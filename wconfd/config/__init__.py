@@ -2,7 +2,9 @@
 
 - `objects`: the document's msgspec Structs and wire conversion (InvalidParams on types).
 - `validation`: field checks (ConfigValidationError naming object and field).
-- `state`: `ConfigState` with O(1) reads/writes, plans (`Plan`) and `apply`.
+- `state`: `ConfigState` with O(1) reads/writes, plans (`Plan`) and `apply`, over
+  `indexes` (the objects and their indexes) and `references` (uniqueness and references).
+- `numbers`: the signed 64-bit bound every int of a payload must fit.
 - `records`: the change records the journal stores.
 - `enforcement`: which locks a write needs and the check (LockNotHeld / warning).
 - `reservations`: the temporary reservation table.

@@ -32,6 +32,8 @@ import msgspec
 from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL, DEFAULT_VCPU_RATIO
 from client.errors import InvalidParams
 
+from .numbers import unstorable_number
+
 Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
 KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 # The kinds stored as maps keyed by uuid, with the document field holding each map.
@@ -243,8 +245,9 @@ def check_kind(kind: object) -> Kind:
 def convert_object(kind: Kind, data: object, param: str = "object") -> ConfigObject:
     """Turn a wire value (a JSON object) into the kind's Struct.
 
-    Type errors of the RPC param itself (not an object, wrong field type, unknown field,
-    missing required field, bad enum value) raise InvalidParams naming the param and the
+    Type errors of the RPC param itself (not an object, an int outside signed 64 bits,
+    wrong field type, unknown field, missing required field, bad enum value)
+    raise InvalidParams naming the param and the
     field path; range and reference checks come later and raise ConfigValidationError.
     An already-typed Struct of the right kind is accepted as is.
     """
@@ -256,6 +259,9 @@ def convert_object(kind: Kind, data: object, param: str = "object") -> ConfigObj
             f"{param}: a {kind} must be a JSON object, got {type(data).__name__}",
             {"param": param},
         )
+    problem = unstorable_number(data, param)
+    if problem is not None:
+        raise InvalidParams(problem, {"param": param})
     try:
         return msgspec.convert(data, type=cls)
     except msgspec.ValidationError as exc:

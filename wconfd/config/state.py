@@ -1,8 +1,9 @@
 """The in-memory configuration and its operations (SPEC §5): pure, O(1) per object.
 
-`ConfigState` keeps one dict per kind (uuid -> object), a name -> uuid index per named
-kind, and reverse-reference indexes (instances per node and per network, nodes per group,
-MAC -> instance), so reading or writing one object never walks the config.
+`ConfigState` keeps the document's header (serial_no, times, cluster) and its objects in
+an ObjectIndex (indexes.py: per-kind dicts, name and reverse-reference indexes), so
+reading or writing one object never walks the config; a write's uniqueness and
+reference checks are references.py.
 
 Writes are two steps so that the daemon can persist between them:
 
@@ -24,7 +25,6 @@ before changing anything.
 
 from __future__ import annotations
 
-import ipaddress
 import uuid as uuid_module
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
@@ -40,29 +40,25 @@ from client.errors import (
 )
 
 from .enforcement import locks_for_write
+from .indexes import ObjectIndex
 from .objects import (
     DEFAULT_GROUP_NAME,
     DOC_FIELD,
     DOCUMENT_VERSION,
-    MAP_KINDS,
-    NAMED_KINDS,
     Cluster,
     ConfigDocument,
     ConfigObject,
     Instance,
     Kind,
     MapObject,
-    Network,
-    Nic,
-    Node,
     NodeGroup,
     check_kind,
     convert_object,
 )
 from .records import RECORD_KIND, ConfigChange, RemoveObject, put_record
+from .references import UuidFactory, fill_disk_uuids, prepare
 from .validation import check_cluster, check_fields, check_uuid, describe, fail
 
-UuidFactory = Callable[[], str]
 _ENCODER: Final = msgspec.json.Encoder()
 
 
@@ -110,14 +106,8 @@ class ConfigState:
     """The live configuration with its indexes; mutated only by `apply`."""
 
     __slots__ = (
-        "_group_nodes",
+        "_idx",
         "_json_cache",
-        "_list_cache",
-        "_macs",
-        "_maps",
-        "_names",
-        "_net_refs",
-        "_node_refs",
         "cluster",
         "ctime",
         "mtime",
@@ -136,15 +126,7 @@ class ConfigState:
         self.ctime = document.ctime
         self.mtime = document.mtime
         self.cluster = document.cluster
-        self._maps: dict[Kind, dict[str, Any]] = {kind: {} for kind in MAP_KINDS}
-        self._names: dict[Kind, dict[str, str]] = {
-            kind: {} for kind in NAMED_KINDS if kind != "cluster"
-        }
-        self._node_refs: dict[str, set[str]] = {}
-        self._group_nodes: dict[str, set[str]] = {}
-        self._net_refs: dict[str, set[str]] = {}
-        self._macs: dict[str, str] = {}
-        self._list_cache: dict[Kind, tuple[ConfigObject, ...]] = {}
+        self._idx = ObjectIndex()
         self._json_cache: bytes | None = None
         if document.version != DOCUMENT_VERSION:
             raise ConfigValidationError(
@@ -162,11 +144,11 @@ class ConfigState:
                     if key != obj.uuid:
                         raise fail(kind, obj, "uuid", f"stored under the different key {key!r}")
                     check_uuid(kind, obj, obj.uuid)
-                    if obj.uuid in self._names.get(kind, {}):
+                    if obj.uuid in self._idx.names.get(kind, {}):
                         raise fail(kind, obj, "uuid", "equals the name of another object")
-                    obj = self._prepare(kind, check_fields(obj), None, new_uuid4)
-                self._put(kind, obj)
-        if validate and not self._maps["nodegroup"]:
+                    obj = prepare(self._idx, kind, check_fields(obj), None, new_uuid4)
+                self._idx.put(kind, obj)
+        if validate and not self._idx.maps["nodegroup"]:
             raise ConfigValidationError("config: field nodegroups: at least one node group needed")
 
     # ----------------------------------------------------------------- construction
@@ -210,29 +192,29 @@ class ConfigState:
             return self.cluster
         if not isinstance(key, str):
             raise InvalidParams("key: must be a string (a uuid or a name)", {"param": "key"})
-        obj = self._lookup(k, key)
+        obj = self._idx.lookup(k, key)
         if obj is None:
             raise NotFound(f"{k} {key!r} not found", {"kind": k, "key": key})
         return obj
 
     def find(self, kind: Kind, key: str) -> MapObject | None:
         """The object of a map kind with uuid or name `key`, or None."""
-        return self._lookup(kind, key)
+        return self._idx.lookup(kind, key)
 
     def list_objects(self, kind: str) -> tuple[ConfigObject, ...]:
         """All objects of `kind`, by name (filters by priority, watermark, uuid); cached."""
         k = check_kind(kind)
         if k == "cluster":
             return (self.cluster,)
-        cached = self._list_cache.get(k)
+        cached = self._idx.list_cache.get(k)
         if cached is None:
-            cached = tuple(sorted(self._maps[k].values(), key=_sort_key(k)))
-            self._list_cache[k] = cached
+            cached = tuple(sorted(self._idx.maps[k].values(), key=_sort_key(k)))
+            self._idx.list_cache[k] = cached
         return cached
 
     def count(self, kind: Kind) -> int:
         """How many objects of `kind` there are."""
-        return 1 if kind == "cluster" else len(self._maps[kind])
+        return 1 if kind == "cluster" else len(self._idx.maps[kind])
 
     def get_config(self) -> ConfigDocument:
         """The whole document (a new Struct; the objects in it are shared and immutable)."""
@@ -242,11 +224,11 @@ class ConfigState:
             ctime=self.ctime,
             mtime=self.mtime,
             cluster=self.cluster,
-            nodegroups=dict(self._maps["nodegroup"]),
-            nodes=dict(self._maps["node"]),
-            instances=dict(self._maps["instance"]),
-            networks=dict(self._maps["network"]),
-            filters=dict(self._maps["filter"]),
+            nodegroups=dict(self._idx.maps["nodegroup"]),
+            nodes=dict(self._idx.maps["node"]),
+            instances=dict(self._idx.maps["instance"]),
+            networks=dict(self._idx.maps["network"]),
+            filters=dict(self._idx.maps["filter"]),
         )
 
     def get_config_json(self) -> bytes:
@@ -262,30 +244,30 @@ class ConfigState:
                 ctime=self.ctime,
                 mtime=self.mtime,
                 cluster=self.cluster,
-                nodegroups=self._maps["nodegroup"],
-                nodes=self._maps["node"],
-                instances=self._maps["instance"],
-                networks=self._maps["network"],
-                filters=self._maps["filter"],
+                nodegroups=self._idx.maps["nodegroup"],
+                nodes=self._idx.maps["node"],
+                instances=self._idx.maps["instance"],
+                networks=self._idx.maps["network"],
+                filters=self._idx.maps["filter"],
             )
             self._json_cache = _ENCODER.encode(doc)
         return self._json_cache
 
     def mac_in_use(self, mac: str) -> bool:
         """Whether a NIC of some instance has this MAC (lower-case form)."""
-        return mac.lower() in self._macs
+        return mac.lower() in self._idx.macs
 
     def instances_on_node(self, node_uuid: str) -> frozenset[str]:
         """Uuids of the instances whose primary or a secondary node is `node_uuid`."""
-        return frozenset(self._node_refs.get(node_uuid, ()))
+        return frozenset(self._idx.node_refs.get(node_uuid, ()))
 
     def nodes_in_group(self, group_uuid: str) -> frozenset[str]:
         """Uuids of the nodes of node group `group_uuid`."""
-        return frozenset(self._group_nodes.get(group_uuid, ()))
+        return frozenset(self._idx.group_nodes.get(group_uuid, ()))
 
     def instances_on_network(self, network_uuid: str) -> frozenset[str]:
         """Uuids of the instances with a NIC on network `network_uuid`."""
-        return frozenset(self._net_refs.get(network_uuid, ()))
+        return frozenset(self._idx.net_refs.get(network_uuid, ()))
 
     # ---------------------------------------------------------------------- writes
 
@@ -305,9 +287,9 @@ class ConfigState:
             check_uuid(k, obj, obj.uuid)
         else:
             obj = msgspec.structs.replace(obj, uuid=new_uuid())
-        if obj.uuid in self._maps[k] or obj.uuid in self._names.get(k, ()):
+        if obj.uuid in self._idx.maps[k] or obj.uuid in self._idx.names.get(k, ()):
             raise AlreadyExists(f"{k} uuid {obj.uuid!r} is already taken", {"kind": k})
-        obj = self._prepare(k, obj, None, new_uuid)
+        obj = prepare(self._idx, k, obj, None, new_uuid)
         obj = msgspec.structs.replace(obj, serial_no=1, ctime=now, mtime=now)
         record = put_record(k, obj, self.serial_no + 1, now)
         return Plan(record, obj, locks_for_write(k, None, obj))
@@ -325,7 +307,7 @@ class ConfigState:
         k = check_kind(kind)
         obj = check_fields(convert_object(k, data))
         stored = self._stored_for_update(k, obj)
-        obj = self._prepare(k, obj, stored, None)
+        obj = prepare(self._idx, k, obj, stored, None)
         if obj.serial_no + 1 == stored.serial_no and self._same(obj, stored):
             result = {"serial_no": stored.serial_no, "mtime": stored.mtime}
             return Plan(None, result, locks_for_write(k, stored, stored))
@@ -336,7 +318,7 @@ class ConfigState:
                 {"kind": k, "stored_serial_no": stored.serial_no},
             )
         if isinstance(obj, Instance):
-            obj = self._fill_disk_uuids(obj, new_uuid)
+            obj = fill_disk_uuids(obj, new_uuid)
         obj = msgspec.structs.replace(
             obj, uuid=stored.uuid, serial_no=stored.serial_no + 1, ctime=stored.ctime, mtime=now
         )
@@ -359,15 +341,21 @@ class ConfigState:
         what = ""
         if k == "node":
             what = "instances use it"
-            users = [self._maps["instance"][u].name for u in self._node_refs.get(stored.uuid, ())]
+            users = [
+                self._idx.maps["instance"][u].name for u in self._idx.node_refs.get(stored.uuid, ())
+            ]
         elif k == "nodegroup":
             what = "it has nodes"
-            users = [self._maps["node"][u].name for u in self._group_nodes.get(stored.uuid, ())]
-            if not users and len(self._maps["nodegroup"]) == 1:
+            users = [
+                self._idx.maps["node"][u].name for u in self._idx.group_nodes.get(stored.uuid, ())
+            ]
+            if not users and len(self._idx.maps["nodegroup"]) == 1:
                 raise fail(k, stored, "uuid", "the last node group cannot be removed")
         elif k == "network":
             what = "instance NICs use it"
-            users = [self._maps["instance"][u].name for u in self._net_refs.get(stored.uuid, ())]
+            users = [
+                self._idx.maps["instance"][u].name for u in self._idx.net_refs.get(stored.uuid, ())
+            ]
         if users:
             names = sorted(users)
             shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
@@ -390,15 +378,15 @@ class ConfigState:
                 f"the state's serial_no {self.serial_no}"
             )
         if isinstance(record, RemoveObject):
-            if record.kind not in self._maps or record.uuid not in self._maps[record.kind]:
+            if record.kind not in self._idx.maps or record.uuid not in self._idx.maps[record.kind]:
                 raise ChangeOutOfOrder(f"remove of unknown {record.kind} {record.uuid!r}")
-            self._remove(record.kind, record.uuid)
+            self._idx.remove(record.kind, record.uuid)
         else:
             kind = RECORD_KIND[type(record)]
             if kind == "cluster":
                 self.cluster = record.obj  # type: ignore[assignment]
             else:
-                self._put(kind, record.obj)  # type: ignore[arg-type]
+                self._idx.put(kind, record.obj)  # type: ignore[arg-type]
         self.serial_no = record.serial_no
         self.mtime = record.mtime
         self._json_cache = None
@@ -414,7 +402,7 @@ class ConfigState:
             kind, uuid = record.kind, record.uuid
         else:
             kind, uuid = RECORD_KIND[type(record)], record.obj.uuid
-        old = None if kind == "cluster" else self._maps[kind].get(uuid)
+        old = None if kind == "cluster" else self._idx.maps[kind].get(uuid)
         undo = Undo(self.serial_no, self.mtime, self._json_cache, self.cluster, kind, uuid, old)
         self.apply(record)
         return undo
@@ -423,25 +411,15 @@ class ConfigState:
         """Undo an `apply_undoable`; undo several in the reverse order of applying."""
         if undo.kind != "cluster":
             if undo.old is None:
-                self._remove(undo.kind, undo.uuid)
+                self._idx.remove(undo.kind, undo.uuid)
             else:
-                self._put(undo.kind, undo.old)
+                self._idx.put(undo.kind, undo.old)
         self.cluster = undo.cluster
         self.serial_no = undo.serial_no
         self.mtime = undo.mtime
         self._json_cache = undo.json_cache
 
     # -------------------------------------------------------------------- helpers
-
-    def _lookup(self, kind: Kind, key: str) -> Any:
-        """Object of a map kind by uuid, then by name; None if neither."""
-        objects = self._maps[kind]
-        obj = objects.get(key)
-        if obj is None and kind in self._names:
-            uuid = self._names[kind].get(key)
-            if uuid is not None:
-                obj = objects[uuid]
-        return obj
 
     def _stored_for_update(self, kind: Kind, obj: ConfigObject) -> Any:
         """The stored object an update targets (by uuid, or by name without uuid)."""
@@ -450,130 +428,15 @@ class ConfigState:
                 raise fail(kind, obj, "uuid", "the cluster's uuid cannot change")
             return self.cluster
         if obj.uuid:
-            stored = self._maps[kind].get(obj.uuid)
-        elif kind in self._names:
-            uuid = self._names[kind].get(obj.name)  # type: ignore[union-attr]
-            stored = self._maps[kind][uuid] if uuid is not None else None
+            stored = self._idx.maps[kind].get(obj.uuid)
+        elif kind in self._idx.names:
+            uuid = self._idx.names[kind].get(obj.name)  # type: ignore[union-attr]
+            stored = self._idx.maps[kind][uuid] if uuid is not None else None
         else:
             raise fail(kind, obj, "uuid", "required to update a filter")
         if stored is None:
             raise NotFound(f"{describe(kind, obj)} not found", {"kind": kind})
         return stored
-
-    def _resolve(
-        self, kind: Kind, ref: str, owner_kind: Kind, owner: ConfigObject, field: str
-    ) -> str:
-        """A reference given as uuid or name, as the uuid (ConfigValidationError if none)."""
-        obj = self._lookup(kind, ref)
-        if obj is None:
-            raise fail(owner_kind, owner, field, f"no {kind} {ref!r}")
-        return str(obj.uuid)
-
-    def _default_group(self, node: Node) -> str:
-        """The group a node without `group` joins: "default", else the only group."""
-        uuid = self._names["nodegroup"].get(DEFAULT_GROUP_NAME)
-        if uuid is not None:
-            return uuid
-        if len(self._maps["nodegroup"]) == 1:
-            return next(iter(self._maps["nodegroup"]))
-        raise fail("node", node, "group", "required: there is no group named 'default'")
-
-    def _prepare(self, kind: Kind, obj: Any, stored: Any, new_uuid: UuidFactory | None) -> Any:
-        """Uniqueness and reference checks; returns `obj` with references as uuids.
-
-        `stored` is the object being updated (None for an add); `new_uuid` fills missing
-        disk uuids on add (updates fill them after the idempotency check).
-        """
-        own_uuid = stored.uuid if stored is not None else obj.uuid
-        if kind in self._names:
-            holder = self._names[kind].get(obj.name)
-            if holder is not None and holder != own_uuid:
-                raise AlreadyExists(f"{kind} name {obj.name!r} is already taken", {"kind": kind})
-            if obj.name in self._maps[kind] and obj.name != own_uuid:
-                raise AlreadyExists(
-                    f"{kind} name {obj.name!r} is the uuid of another {kind}", {"kind": kind}
-                )
-        if isinstance(obj, Node):
-            group = obj.group or self._default_group(obj)
-            group = self._resolve("nodegroup", group, kind, obj, "group")
-            if group != obj.group:
-                obj = msgspec.structs.replace(obj, group=group)
-        elif isinstance(obj, Instance):
-            obj = self._prepare_instance(obj, own_uuid)
-            if new_uuid is not None:
-                obj = self._fill_disk_uuids(obj, new_uuid)
-        elif isinstance(obj, Network) and stored is not None and obj.network != stored.network:
-            self._check_network_users(obj, stored.uuid)
-        return obj
-
-    def _prepare_instance(self, obj: Instance, own_uuid: str) -> Instance:
-        """Resolve and check an instance's nodes, NIC networks, IPs and MAC uniqueness."""
-        primary = self._resolve("node", obj.primary_node, "instance", obj, "primary_node")
-        secondaries: list[str] = []
-        for i, ref in enumerate(obj.secondary_nodes):
-            uuid = self._resolve("node", ref, "instance", obj, f"secondary_nodes[{i}]")
-            if uuid == primary:
-                raise fail("instance", obj, f"secondary_nodes[{i}]", "is the primary node")
-            if uuid in secondaries:
-                raise fail("instance", obj, f"secondary_nodes[{i}]", "listed twice")
-            secondaries.append(uuid)
-        nics: list[Nic] = []
-        for i, nic in enumerate(obj.nics):
-            holder = self._macs.get(nic.mac)
-            if holder is not None and holder != own_uuid:
-                other = self._maps["instance"][holder].name
-                raise fail(
-                    "instance",
-                    obj,
-                    f"nics[{i}].mac",
-                    f"{nic.mac} is already used by instance {other!r}",
-                )
-            if nic.network is not None:
-                net_uuid = self._resolve(
-                    "network", nic.network, "instance", obj, f"nics[{i}].network"
-                )
-                net = self._maps["network"][net_uuid]
-                if nic.ip is not None and not _ip_in(nic.ip, net.network):
-                    raise fail(
-                        "instance",
-                        obj,
-                        f"nics[{i}].ip",
-                        f"{nic.ip} is not inside network {net.name!r} ({net.network})",
-                    )
-                if net_uuid != nic.network:
-                    nic = msgspec.structs.replace(nic, network=net_uuid)
-            nics.append(nic)
-        changes: dict[str, Any] = {}
-        if primary != obj.primary_node:
-            changes["primary_node"] = primary
-        if tuple(secondaries) != obj.secondary_nodes:
-            changes["secondary_nodes"] = tuple(secondaries)
-        if tuple(nics) != obj.nics:
-            changes["nics"] = tuple(nics)
-        return msgspec.structs.replace(obj, **changes) if changes else obj
-
-    def _check_network_users(self, net: Network, uuid: str) -> None:
-        """A changed CIDR must still contain the IPs of the NICs on the network."""
-        for inst_uuid in self._net_refs.get(uuid, ()):
-            inst = self._maps["instance"][inst_uuid]
-            for nic in inst.nics:
-                if nic.network == uuid and nic.ip is not None and not _ip_in(nic.ip, net.network):
-                    raise fail(
-                        "network",
-                        net,
-                        "network",
-                        f"instance {inst.name!r} has IP {nic.ip} outside {net.network}",
-                    )
-
-    @staticmethod
-    def _fill_disk_uuids(obj: Instance, new_uuid: UuidFactory) -> Instance:
-        """Give every disk without a uuid a new one."""
-        if all(d.uuid for d in obj.disks):
-            return obj
-        disks = tuple(
-            d if d.uuid else msgspec.structs.replace(d, uuid=new_uuid()) for d in obj.disks
-        )
-        return msgspec.structs.replace(obj, disks=disks)
 
     @staticmethod
     def _same(given: Any, stored: Any) -> bool:
@@ -590,67 +453,6 @@ class ConfigState:
                 for d, s in zip(given.disks, stored.disks, strict=True)
             )
         return bool(msgspec.structs.replace(given, **changes) == stored)
-
-    def _put(self, kind: Kind, obj: MapObject) -> None:
-        """Store an object and update every index (replacing the old version)."""
-        objects = self._maps[kind]
-        old = objects.get(obj.uuid)
-        if old is not None:
-            self._unindex(kind, old)
-        objects[obj.uuid] = obj
-        self._index(kind, obj)
-        self._list_cache.pop(kind, None)
-
-    def _remove(self, kind: Kind, uuid: str) -> None:
-        """Drop an object and its index entries."""
-        old = self._maps[kind].pop(uuid)
-        self._unindex(kind, old)
-        self._list_cache.pop(kind, None)
-
-    def _index(self, kind: Kind, obj: Any) -> None:
-        """Add an object's entries to the name and reference indexes."""
-        if kind in self._names:
-            self._names[kind][obj.name] = obj.uuid
-        if isinstance(obj, Node):
-            self._group_nodes.setdefault(obj.group, set()).add(obj.uuid)
-        elif isinstance(obj, Instance):
-            for node in (obj.primary_node, *obj.secondary_nodes):
-                self._node_refs.setdefault(node, set()).add(obj.uuid)
-            for nic in obj.nics:
-                self._macs[nic.mac] = obj.uuid
-                if nic.network is not None:
-                    self._net_refs.setdefault(nic.network, set()).add(obj.uuid)
-
-    def _unindex(self, kind: Kind, obj: Any) -> None:
-        """Remove an object's entries from the name and reference indexes."""
-        if kind in self._names:
-            self._names[kind].pop(obj.name, None)
-        if isinstance(obj, Node):
-            _discard(self._group_nodes, obj.group, obj.uuid)
-        elif isinstance(obj, Instance):
-            for node in (obj.primary_node, *obj.secondary_nodes):
-                _discard(self._node_refs, node, obj.uuid)
-            for nic in obj.nics:
-                if self._macs.get(nic.mac) == obj.uuid:
-                    del self._macs[nic.mac]
-                if nic.network is not None:
-                    _discard(self._net_refs, nic.network, obj.uuid)
-
-
-def _discard(index: dict[str, set[str]], key: str, value: str) -> None:
-    """Remove `value` from the set at `key`, dropping the set when it empties."""
-    members = index.get(key)
-    if members is not None:
-        members.discard(value)
-        if not members:
-            del index[key]
-
-
-def _ip_in(ip: str, cidr: str) -> bool:
-    """Whether address `ip` lies in network `cidr` (both already validated)."""
-    addr = ipaddress.ip_address(ip)
-    net = ipaddress.ip_network(cidr)
-    return addr.version == net.version and addr in net
 
 
 __all__ = ["ChangeOutOfOrder", "ConfigState", "Plan", "Undo", "new_uuid4"]

@@ -9,6 +9,7 @@ O(pairs + answer), independent of how many locks and owners the table holds.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
@@ -203,14 +204,15 @@ def order_problem(mine: Mapping[str, str], top: LockKey, lock: Lock, mode: str) 
 class Allocation:
     """Held locks of every owner with conflict indexes; Ganeti's LockAllocation."""
 
-    __slots__ = ("_top", "index", "owned")
+    __slots__ = ("_keys", "index", "owned")
 
     def __init__(self) -> None:
         self.owned: dict[str, dict[str, str]] = {}
         """owner -> {lock name: mode}; owners holding nothing are absent."""
         self.index = HolderIndex()
-        self._top: dict[str, LockKey] = {}
-        """Cache of each owner's greatest held lock key (absent = recompute)."""
+        self._keys: dict[str, list[LockKey]] = {}
+        """owner -> the order keys of its held locks, sorted: the greatest is its top,
+        kept in O(log n) per change so the order check never rescans the holdings."""
 
     # -- queries -----------------------------------------------------------------------
 
@@ -221,14 +223,8 @@ class Allocation:
 
     def top(self, owner: str) -> LockKey | None:
         """The order key of the greatest lock `owner` holds (None if it holds none)."""
-        key = self._top.get(owner)
-        if key is None:
-            mine = self.owned.get(owner)
-            if not mine:
-                return None
-            key = max(parse_lock(name).key for name in mine)
-            self._top[owner] = key
-        return key
+        keys = self._keys.get(owner)
+        return keys[-1] if keys else None
 
     def check_order(self, owner: str, pairs: Iterable[Pair]) -> None:
         """Rule 2 against what `owner` holds now; LockOrderError on the first violation."""
@@ -318,12 +314,15 @@ class Allocation:
         self.apply(owner, pairs, [])
         return []
 
-    def apply(self, owner: str, pairs: Iterable[Pair], weakened: list[Lock]) -> bool:
+    def apply(
+        self, owner: str, pairs: Iterable[Pair], weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
         """Apply checked, unblocked pairs; append released/downgraded locks to `weakened`.
-        Returns whether `owner`'s holdings changed."""
+        Returns the (lock name, mode or "release") pairs that changed `owner`'s holdings,
+        in order ([] if none did): the journal's record of this change."""
         mine = self.owned.get(owner)
         index = self.index
-        changed = False
+        changed: list[tuple[str, str]] = []
         for lock, mode in pairs:
             name = lock.name
             cur = mine.get(name) if mine is not None else None
@@ -334,16 +333,14 @@ class Allocation:
                 del mine[name]
                 index.remove(owner, lock, cur)
                 weakened.append(lock)
-                if self._top.get(owner) == lock.key:
-                    del self._top[owner]
+                keys = self._keys[owner]
+                del keys[bisect_left(keys, lock.key)]
             elif cur is None:
                 if mine is None:
                     mine = self.owned[owner] = {}
-                    self._top[owner] = lock.key
+                    self._keys[owner] = [lock.key]
                 else:
-                    top = self._top.get(owner)
-                    if top is not None and lock.key > top:
-                        self._top[owner] = lock.key
+                    insort(self._keys[owner], lock.key)
                 mine[name] = mode
                 index.add(owner, lock, mode)
             elif cur != mode:
@@ -355,25 +352,29 @@ class Allocation:
                     weakened.append(lock)
             else:
                 continue
-            changed = True
+            changed.append((name, mode))
         if mine is not None and not mine:
             del self.owned[owner]
-            self._top.pop(owner, None)
+            del self._keys[owner]
         return changed
 
-    def release_where(self, owner: str, drop: Callable[[Lock], bool], weakened: list[Lock]) -> bool:
-        """Release every lock of `owner` for which `drop(lock)` is true."""
+    def release_where(
+        self, owner: str, drop: Callable[[Lock], bool], weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
+        """Release every lock of `owner` for which `drop(lock)` is true; the changed pairs."""
         mine = self.owned.get(owner)
         if not mine:
-            return False
+            return []
         pairs = [(lock, RELEASE) for lock in map(parse_lock, mine) if drop(lock)]
         return self.apply(owner, pairs, weakened)
 
-    def downgrade_level(self, owner: str, level: int, weakened: list[Lock]) -> bool:
-        """Exclusive -> shared for each of `owner`'s locks at `level`."""
+    def downgrade_level(
+        self, owner: str, level: int, weakened: list[Lock]
+    ) -> list[tuple[str, str]]:
+        """Exclusive -> shared for each of `owner`'s locks at `level`; the changed pairs."""
         mine = self.owned.get(owner)
         if not mine:
-            return False
+            return []
         pairs = [
             (lock, SHARED)
             for lock, mode in ((parse_lock(name), mode) for name, mode in mine.items())

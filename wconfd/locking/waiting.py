@@ -21,14 +21,15 @@ requests touching the released/withdrawn locks are re-examined.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any
 
 from client.errors import DeadlockError, InvalidParams, PendingRequestError
 
 from .effects import Effects, Opportunistic, Update
+from .fairness import NEW, Request, WaitQueue
 from .names import (
     EXCLUSIVE,
     Lock,
@@ -39,58 +40,21 @@ from .names import (
     parse_names,
     parse_request,
 )
-from .table import Allocation, HolderIndex, order_problem
-
-_NEW = sys.maxsize
-"""Arrival rank of a request not yet queued: behind every queued one."""
+from .table import Allocation, order_problem
 
 
-class _Request:
-    """A queued waiting request.  `wants` are its acquire/upgrade pairs (the owner's
-    holdings cannot change while it waits, so they are computed once)."""
-
-    __slots__ = ("owner", "pairs", "priority", "seq", "since", "wants")
-
-    def __init__(
-        self,
-        owner: str,
-        pairs: list[Pair],
-        wants: list[Pair],
-        priority: int,
-        seq: int,
-        since: Any,
-    ) -> None:
-        self.owner = owner
-        self.pairs = pairs
-        self.wants = wants
-        self.priority = priority
-        self.seq = seq
-        self.since = since
-
-
+@dataclass(slots=True)
 class _OppWait:
     """A pending opportunistic union: `usable` are the pairs that pass the order rule
     against the locks held before the call; they are acquired as they become free."""
 
-    __slots__ = ("min_count", "owner", "pairs", "priority", "seq", "since", "usable")
-
-    def __init__(
-        self,
-        owner: str,
-        pairs: list[Pair],
-        usable: list[Pair],
-        min_count: int,
-        priority: int,
-        seq: int,
-        since: Any,
-    ) -> None:
-        self.owner = owner
-        self.pairs = pairs
-        self.usable = usable
-        self.min_count = min_count
-        self.priority = priority
-        self.seq = seq
-        self.since = since
+    owner: str
+    pairs: list[Pair]
+    usable: list[Pair]
+    min_count: int
+    priority: int
+    seq: int
+    since: Any
 
 
 def _pending_error(owner: str) -> PendingRequestError:
@@ -104,13 +68,12 @@ def _pending_error(owner: str) -> PendingRequestError:
 class LockManager:
     """All lock state of wconfd: held locks, queued requests, opportunistic waits."""
 
-    __slots__ = ("_alloc", "_opp", "_pending", "_pidx", "_seq")
+    __slots__ = ("_alloc", "_opp", "_pending", "_queue", "_seq")
 
     def __init__(self, allocation: Allocation | None = None) -> None:
         self._alloc = allocation if allocation is not None else Allocation()
-        self._pending: dict[str, _Request] = {}
-        self._pidx = HolderIndex()
-        """Index of the queued requests' wanted (strengthening) pairs."""
+        self._queue = WaitQueue(self._alloc)
+        self._pending = self._queue.pending
         self._opp: dict[str, _OppWait] = {}
         self._seq = 0
 
@@ -126,10 +89,6 @@ class LockManager:
         """Snapshot of all held locks: {owner: [[lock, mode]]} (pending is not persisted)."""
         return self._alloc.held()
 
-    def held_by(self, owner: str) -> list[list[str]]:
-        """One owner's held locks, [[lock, mode]] in lock order (its journal record)."""
-        return self._alloc.list_locks(owner)
-
     # -- queries ---------------------------------------------------------------------------
 
     @property
@@ -144,7 +103,7 @@ class LockManager:
     def list_all_locks(self) -> dict[str, Any]:
         """`list_all_locks`: held locks with owners, and pending requests (queued and
         opportunistic) in (priority, arrival) order with the `since` given at enqueue."""
-        waits: list[_Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
+        waits: list[Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
         waits.sort(key=lambda r: (r.priority, r.seq))
         return {
             "locks": self._alloc.list_all(),
@@ -170,7 +129,7 @@ class LockManager:
     def pending_request(self, owner: str) -> dict[str, Any] | None:
         """The owner's pending request as {"priority", "request", "since", "opportunistic"},
         or None (for list_clients)."""
-        r: _Request | _OppWait | None = self._pending.get(owner) or self._opp.get(owner)
+        r: Request | _OppWait | None = self._pending.get(owner) or self._opp.get(owner)
         if r is None:
             return None
         return {
@@ -192,28 +151,24 @@ class LockManager:
             return False
         return {(lk.name, m) for lk, m in pairs} == {(lk.name, m) for lk, m in req.pairs}
 
-    def client_locks(self, owner: str) -> dict[str, Any]:
-        """{"locks": [[lock, mode]], "pending": pending_request(owner)} for list_clients."""
-        return {"locks": self._alloc.list_locks(owner), "pending": self.pending_request(owner)}
-
     def blockers_of(self, owner: str) -> list[str]:
         """Who blocks `owner`'s pending request now (held locks and, for queued requests,
         rule 5); [] when it has none."""
         req = self._pending.get(owner)
         if req is not None:
-            return sorted(self._edges(req))
+            return sorted(self._queue.edges(req))
         ow = self._opp.get(owner)
         if ow is None:
             return []
         missing = self._alloc.wants(owner, ow.usable)
         found = self._alloc.blockers(owner, missing)
         if self._pending:
-            self._add_fair_blockers(owner, missing, (ow.priority, _NEW), found)
+            self._queue.add_fair_blockers(owner, missing, (ow.priority, NEW), found)
         return sorted(found)
 
     def wait_for_graph(self) -> dict[str, list[str]]:
         """The wait-for graph of rule 6: queued owner -> sorted owners it waits for."""
-        return {owner: sorted(self._edges(req)) for owner, req in self._pending.items()}
+        return self._queue.graph()
 
     # -- lock requests -------------------------------------------------------------------
 
@@ -233,11 +188,11 @@ class LockManager:
         DeadlockError (nothing changed) if queueing it would close a wait-for cycle."""
         pairs, wants, found = self._checked(owner, request, priority)
         if found:
-            req = _Request(owner, pairs, wants, priority, self._seq + 1, since)
-            self._enqueue(req)
-            cycle = self._cycle_through(owner)
+            req = Request(owner, pairs, wants, priority, self._seq + 1, since)
+            self._queue.enqueue(req)
+            cycle = self._queue.cycle_through(owner)
             if cycle is not None:
-                self._dequeue(req)
+                self._queue.dequeue(req)
                 raise DeadlockError(
                     "waiting would close a cycle in the wait-for graph: " + " -> ".join(cycle),
                     {"cycle": cycle},
@@ -252,8 +207,8 @@ class LockManager:
         eff = Effects()
         req = self._pending.get(owner)
         if req is not None:
-            found = sorted(self._edges(req))
-            self._dequeue(req)
+            found = sorted(self._queue.edges(req))
+            self._queue.dequeue(req)
             self._settle(eff, (), req.wants)
             return Update(applied=False, pending=False, blockers=found, effects=eff)
         if owner in self._opp:
@@ -277,7 +232,7 @@ class LockManager:
         if req.priority == priority:
             return eff
         old, req.priority = req.priority, priority
-        cycle = self._cycle_through(owner)
+        cycle = self._queue.cycle_through(owner)
         if cycle is not None:
             req.priority = old
             raise DeadlockError(
@@ -360,14 +315,6 @@ class LockManager:
             return Opportunistic(locks=self._opp_result(ow), waiting=True, effects=eff)
         return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=eff)
 
-    def retry_opportunistic(self) -> Effects:
-        """Try to extend every opportunistic wait now.  The core already does this after
-        every change; this is for a shell that wants to poke it explicitly."""
-        eff = Effects()
-        if self._opp:
-            self._extend_opportunistic(eff)
-        return eff
-
     def finish_opportunistic(self, owner: str) -> Opportunistic:
         """End `owner`'s opportunistic wait (its timeout passed): the locks it holds from
         the request ([] if fewer than min_count; then none were acquired by it)."""
@@ -394,122 +341,39 @@ class LockManager:
         if wants:
             found = alloc.blockers(owner, wants)
             if self._pending:
-                self._add_fair_blockers(owner, wants, (priority, _NEW), found)
+                self._queue.add_fair_blockers(owner, wants, (priority, NEW), found)
         return pairs, wants, found
 
     def _apply_now(self, owner: str, pairs: list[Pair]) -> Update:
         """Apply an unblocked request and settle the queue if it released anything."""
         weakened: list[Lock] = []
-        if self._alloc.apply(owner, pairs, weakened):
-            eff = Effects(changed=[owner])
+        eff = Effects()
+        changes = self._alloc.apply(owner, pairs, weakened)
+        if changes:
+            eff.changes[owner] = changes
             if weakened and (self._pending or self._opp):
                 self._settle(eff, weakened, ())
-        else:
-            eff = Effects()
         return Update(applied=True, pending=False, blockers=[], effects=eff)
 
-    def _owner_change(self, owner: str, change: Callable[[list[Lock]], bool]) -> Effects:
+    def _owner_change(
+        self, owner: str, change: Callable[[list[Lock]], list[tuple[str, str]]]
+    ) -> Effects:
         """Withdraw the owner's pending request, run `change`, settle the queue."""
         eff = Effects()
         removed: Iterable[Pair] = ()
         req = self._pending.get(owner)
         if req is not None:
-            eff.withdrawn[owner] = sorted(self._edges(req))
-            self._dequeue(req)
+            eff.withdrawn[owner] = sorted(self._queue.edges(req))
+            self._queue.dequeue(req)
             removed = req.wants
         ow = self._opp.pop(owner, None)
         weakened: list[Lock] = []
-        if change(weakened):
-            eff.changed.append(owner)
+        eff.add_changes(owner, change(weakened))
         if weakened or req is not None:
             self._settle(eff, weakened, removed)
         if ow is not None:
             eff.opportunistic[owner] = self._opp_result(ow)
         return eff
-
-    def _enqueue(self, req: _Request) -> None:
-        """Queue `req` and index its wanted pairs."""
-        self._pending[req.owner] = req
-        add = self._pidx.add
-        for lock, mode in req.wants:
-            add(req.owner, lock, mode)
-
-    def _dequeue(self, req: _Request) -> None:
-        """Unqueue `req` and its index entries."""
-        del self._pending[req.owner]
-        remove = self._pidx.remove
-        for lock, mode in req.wants:
-            remove(req.owner, lock, mode)
-
-    def _add_fair_blockers(
-        self, owner: str, wants: Iterable[Pair], rank: tuple[int, int], out: set[str]
-    ) -> None:
-        """Rule 5: add the owners of queued requests ranked before `rank` that conflict
-        with `wants`, except those blocked by a lock `owner` holds."""
-        cands: set[str] = set()
-        add = self._pidx.add_conflicts
-        for lock, mode in wants:
-            add(lock, mode, cands)
-        cands.discard(owner)
-        if not cands:
-            return
-        pending = self._pending
-        blocked_by = self._alloc.blocked_by
-        for other in cands:
-            req = pending[other]
-            if (req.priority, req.seq) < rank and not blocked_by(owner, req.wants):
-                out.add(other)
-
-    def _edges(self, req: _Request) -> set[str]:
-        """Out-edges of a queued request in the wait-for graph = its current blockers."""
-        found = self._alloc.blockers(req.owner, req.wants)
-        self._add_fair_blockers(req.owner, req.wants, (req.priority, req.seq), found)
-        return found
-
-    def _grantable(self, req: _Request) -> bool:
-        """Whether a queued request has no blocker at all (cheap: no blocker sets built)."""
-        if self._alloc.is_blocked(req.owner, req.wants):
-            return False
-        return not self._has_fair_blocker(req.owner, req.wants, (req.priority, req.seq))
-
-    def _has_fair_blocker(self, owner: str, wants: Iterable[Pair], rank: tuple[int, int]) -> bool:
-        """Whether rule 5 holds back `wants` of `owner` ranked at `rank` (see below)."""
-        cands: set[str] = set()
-        add = self._pidx.add_conflicts
-        for lock, mode in wants:
-            add(lock, mode, cands)
-        cands.discard(owner)
-        pending = self._pending
-        blocked_by = self._alloc.blocked_by
-        for other in cands:
-            req = pending[other]
-            if (req.priority, req.seq) < rank and not blocked_by(owner, req.wants):
-                return True
-        return False
-
-    def _cycle_through(self, start: str) -> list[str] | None:
-        """A wait-for cycle start -> ... -> start, or None (depth-first, deterministic)."""
-        pending = self._pending
-        path = [start]
-        stack = [iter(sorted(self._edges(pending[start])))]
-        seen = {start}
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                path.pop()
-                continue
-            if nxt == start:
-                return [*path, start]
-            if nxt in seen:
-                continue
-            seen.add(nxt)
-            req = pending.get(nxt)
-            if req is None:
-                continue  # holds locks but waits for nothing: a sink
-            path.append(nxt)
-            stack.append(iter(sorted(self._edges(req))))
-        return None
 
     def _settle(self, eff: Effects, weakened: Iterable[Lock], removed: Iterable[Pair]) -> None:
         """Grant, in (priority, arrival) order, every queued request that the released or
@@ -518,7 +382,7 @@ class LockManager:
         pending = self._pending
         if pending:
             touched: set[str] = set()
-            interacting = self._pidx.add_interacting
+            interacting = self._queue.index.add_interacting
             for lock in weakened:
                 interacting(lock, touched)
             for lock, _mode in removed:
@@ -531,14 +395,12 @@ class LockManager:
                 _prio, _seq, owner = heappop(heap)
                 queued.discard(owner)
                 req = pending.get(owner)
-                if req is None or not self._grantable(req):
+                if req is None or not self._queue.grantable(req):
                     continue
-                self._dequeue(req)
+                self._queue.dequeue(req)
                 released: list[Lock] = []
-                alloc.apply(owner, req.pairs, released)
+                eff.add_changes(owner, alloc.apply(owner, req.pairs, released))
                 eff.granted.append(owner)
-                if owner not in eff.changed:
-                    eff.changed.append(owner)
                 more: set[str] = set()
                 for lock in released:
                     interacting(lock, more)
@@ -574,16 +436,14 @@ class LockManager:
         for pair in missing:
             if any_conflict(owner, pair[0], pair[1]):
                 continue
-            if self._pending and self._has_fair_blocker(owner, (pair,), (ow.priority, _NEW)):
+            if self._pending and self._queue.has_fair_blocker(owner, (pair,), (ow.priority, NEW)):
                 continue
             free.append(pair)
         if not free:
             return False
         if ow.min_count and self._count_held(ow) + len(free) < ow.min_count:
             return False
-        alloc.apply(owner, free, [])
-        if owner not in eff.changed:
-            eff.changed.append(owner)
+        eff.add_changes(owner, alloc.apply(owner, free, []))
         return len(free) == len(missing)
 
     def _count_held(self, ow: _OppWait) -> int:

@@ -4,12 +4,14 @@ I/O lives here and only here.  `LocalStore` is an append-only journal with group
 and atomic JSON snapshots, generic over the record and snapshot types; `DurableStore` is
 the small interface (open/load, append, snapshot, close) a replicated store can implement
 later (SPEC §13).  `recover` rebuilds any state from a store.  The daemon's live write path
-(plan, check locks, persist, apply) is in wconfd/config_service.py over wconfd/durable.py.
+(plan, check locks, persist, apply) is wconfd/persistence.py over wconfd/durable.py;
+`DurableStore` and what an implementation promises are in seam.py.
 """
 
 from .errors import JournalCorruptError, SnapshotCorruptError, StorageCorruptError
 from .fileops import FileOps
-from .store import DurableStore, Loaded, LocalStore, StoreStats, recover
+from .seam import DurableStore, Loaded, recover
+from .store import LocalStore, StoreStats
 
 __all__ = [
     "DurableStore",

@@ -5,155 +5,48 @@ One `LocalStore` keeps one state machine's history in a directory:
     NAME.journal         framed msgpack records (journal.py), preallocated with zeros
     NAME.snapshot.json   indented JSON snapshot (snapshot.py) with the seq it includes
 
-Durability and speed.  A write is `pwritev2(RWF_DSYNC)` into already-allocated,
-already-synced space (one system call, and ext4 need not commit metadata), which costs
-about one device flush.  Group commit: `append` queues the record and schedules one flush
-for the loop's current round, so every record appended meanwhile shares that write; while
-a write is in flight, new records queue for the next one.  Where the disk is fast (a write
-under `inline_threshold`, default 2 ms) the write runs on the event-loop thread - a thread
-hand-off costs ~100 µs here, as much as the flush itself; where it is slow the writes move to
-the store's own thread so the loop never stalls for long (sync_mode "auto"; "inline" and
-"thread" force one way).  Preallocation runs in that thread, off the loop.
+Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
+current round, so every record appended meanwhile shares that write; while a write is
+in flight, new records queue for the next one.  Where the disk is fast (a write under
+`inline_threshold`, default 2 ms) the write runs on the event-loop thread - a thread
+hand-off costs ~100 µs here, as much as the flush itself; where it is slow the writes move
+to the store's own thread so the loop never stalls for long (sync_mode "auto"; "inline"
+and "thread" force one way).  The file I/O itself (RWF_DSYNC writes into preallocated
+space, undo on failure) is journal_io.py; positions and preallocation are layout.py; a
+batch's framing and callers are batch.py.  If a write fails and cannot be undone the
+store is *broken* (`broken` says why) and refuses every further append.
 
-Failure.  If a write or its sync fails (ENOSPC, EIO), the bytes are zeroed (or truncated
-away) and synced again, and the batch's callers get StorageError: the journal stays as it
-was.  If even that fails the store is *broken* (`broken` says why) and refuses every
-further append; the daemon should exit and let recovery sort the file out.
-
-Loading.  `open()` reads the snapshot (SnapshotCorruptError if unreadable), scans the
-journal (a torn tail is ignored and truncated; damage before acknowledged data raises
-JournalCorruptError), and returns the snapshot and the records after it, for the caller to
-apply.  `recover()` does that plus applying, for any state type.
-
-Live-path contract (SPEC §5: persist before applying): plan → `await append(record,
-on_durable=apply)` → reply.  `on_durable` runs on the loop thread in record order as soon
-as the record is durable, even if the awaiting task was cancelled meanwhile, so memory
-never misses a durable record.  Plans that read state must not overlap (serialise them),
-or be planned back to back and queued together with `append_nowait` (one write, all or
-nothing).
+What it promises (ordering, durability before the answer, atomic batches, failure) is
+the DurableStore contract of seam.py.  `open()` drops a torn journal tail; damage before
+acknowledged data raises JournalCorruptError, an unreadable snapshot SnapshotCorruptError.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
 from client.errors import StorageError
 
-from .errors import JournalCorruptError, SnapshotCorruptError
+from .batch import Pending, StoreStats, complete_batch, fail_batch, frame_batch, frame_sizes
 from .fileops import FileOps, dsync_supported
-from .journal import HEADER, encode_frame, payload_of, scan
-from .snapshot import decode_snapshot, encode_snapshot, write_atomic
+from .journal_io import IoResult, JournalFiles
+from .layout import JournalLayout
+from .seam import Loaded
 
 log = logging.getLogger("wconfd.storage")
 
 S = TypeVar("S")
 R = TypeVar("R")
-T = TypeVar("T")
 SyncMode = Literal["auto", "inline", "thread"]
-
-_ZEROS: Final = bytes(1 << 20)
-_UNSUPPORTED: Final = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
-
-
-class Loaded(NamedTuple, Generic[S, R]):
-    """What `open()` found: the snapshot (None if none), the seq it includes, the journal
-    records after it in order, the last seq, and how many torn-tail bytes were dropped."""
-
-    snapshot: S | None
-    snapshot_seq: int
-    records: list[R]
-    last_seq: int
-    torn_bytes: int
-
-
-@dataclass
-class StoreStats:
-    """Counters for benchmarks and the daemon's status line."""
-
-    appends: int = 0
-    writes: int = 0
-    inline_writes: int = 0
-    write_seconds: float = 0.0
-    max_batch: int = 0
-    failed_writes: int = 0
-    extensions: int = 0
-    snapshots: int = 0
-    last_snapshot_seconds: float = 0.0
-    last_snapshot_bytes: int = 0
-
-
-class DurableStore(Protocol[S, R]):
-    """The storage interface of SPEC §13 (append a change, write a snapshot, load), so a
-    replicated store can replace the local one."""
-
-    def open(self) -> Loaded[S, R]:
-        """Load the snapshot and the records after it; ready the store for appends."""
-        ...
-
-    async def append(self, record: R, on_durable: Callable[[R], Any] | None = None) -> int:
-        """Make `record` durable (StorageError otherwise); return its seq."""
-        ...
-
-    def append_sync(self, record: R) -> int:
-        """Blocking `append`, for start-up and tools."""
-        ...
-
-    @property
-    def snapshot_due(self) -> bool:
-        """Whether the journal has grown enough that a snapshot should be taken."""
-        ...
-
-    def snapshot(self, state: S | bytes, seq: int | None = None) -> Awaitable[bool]:
-        """Store `state` (as of record `seq`, default the last durable one; both taken at
-        the call) and restart the journal after it."""
-        ...
-
-    def snapshot_sync(self, state: S | bytes, seq: int | None = None) -> None:
-        """Blocking `snapshot`, for start-up and tools."""
-        ...
-
-    def close(self) -> None:
-        """Release files and threads."""
-        ...
-
-
-class _Pending:
-    """A queued record: its payload, its waiter and callback; seq set when written."""
-
-    __slots__ = ("fut", "on_durable", "payload", "record", "seq")
-
-    def __init__(
-        self,
-        record: Any,
-        payload: bytes,
-        fut: asyncio.Future[int] | None,
-        on_durable: Callable[[Any], Any] | None,
-    ) -> None:
-        self.record = record
-        self.payload = payload
-        self.fut = fut
-        self.on_durable = on_durable
-        self.seq = 0
-
-
-class _IoResult(NamedTuple):
-    """Outcome of one journal write, computed off the store's state."""
-
-    elapsed: float
-    error: OSError | None
-    broken: str | None
-    dsync: bool
 
 
 class LocalStore(Generic[S, R]):
@@ -181,17 +74,16 @@ class LocalStore(Generic[S, R]):
     ) -> None:
         """Configure a store; nothing is touched on disk until `open()`.
 
-        `snapshot_type` / `record_type` are msgspec types (a Struct, a tagged union, a
-        generic alias like dict[str, int]); subscript the class to type the store:
-        `LocalStore[ConfigDocument, ConfigChange](dir, "config", ...)`.
+        `snapshot_type` / `record_type` are msgspec types (Struct, tagged union, alias).
 
         A snapshot is due when the journal holds more than
         max(journal_limit, snapshot_ratio * last snapshot size) bytes.
         """
         self.directory = os.fspath(directory)
         self.name = name
-        self.journal_path = os.path.join(self.directory, f"{name}.journal")
-        self.snapshot_path = os.path.join(self.directory, f"{name}.snapshot.json")
+        self._files = JournalFiles(self.directory, name, file_ops or FileOps())
+        self.journal_path = self._files.journal_path
+        self.snapshot_path = self._files.snapshot_path
         self._snapshot_type = snapshot_type
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder: msgspec.msgpack.Decoder[R] = msgspec.msgpack.Decoder(record_type)
@@ -202,22 +94,17 @@ class LocalStore(Generic[S, R]):
         self.sync_mode: SyncMode = sync_mode
         self.inline_threshold = inline_threshold
         self.indent = indent
-        self._ops = file_ops or FileOps()
         self.stats = StoreStats()
         self.broken: str | None = None
         self._fd: int | None = None
         self._dsync = dsync_supported()
-        self._pos = 0
-        self._alloc_end = 0
-        self._file_first_seq = 1
-        self._offsets: list[int] = []
+        self._layout = JournalLayout()
         self._snapshot_seq = 0
         self._snapshot_bytes = 0
         self._durable_seq = 0
-        self._queue: list[_Pending] = []
+        self._queue: list[Pending] = []
         self._inflight = False
         self._extending = False
-        self._extend_backoff = 0
         self._flush_scheduled = False
         self._paused = 0
         self._snapshotting = False
@@ -229,11 +116,6 @@ class LocalStore(Generic[S, R]):
     # ---------------------------------------------------------------- properties
 
     @property
-    def last_seq(self) -> int:
-        """The seq of the last durable record (0 if none ever)."""
-        return self._durable_seq
-
-    @property
     def snapshot_seq(self) -> int:
         """The seq the current snapshot includes."""
         return self._snapshot_seq
@@ -241,18 +123,13 @@ class LocalStore(Generic[S, R]):
     @property
     def journal_bytes(self) -> int:
         """Bytes of records in the current journal file."""
-        return self._pos
+        return self._layout.pos
 
     @property
     def snapshot_due(self) -> bool:
         """Whether the journal has outgrown its bound and no snapshot is running."""
         bound = max(self.journal_limit, int(self.snapshot_ratio * self._snapshot_bytes))
-        return self._pos >= bound and not self._snapshotting and self._fd is not None
-
-    @property
-    def pending(self) -> int:
-        """Records queued or being written."""
-        return len(self._queue)
+        return self._layout.pos >= bound and not self._snapshotting and self._fd is not None
 
     # --------------------------------------------------------------------- load
 
@@ -264,71 +141,14 @@ class LocalStore(Generic[S, R]):
         """
         if self._fd is not None:
             raise RuntimeError(f"store {self.name} is already open")
-        os.makedirs(self.directory, exist_ok=True)
-        self._ops.unlink(self.journal_path + ".tmp")
-        self._ops.unlink(self.snapshot_path + ".tmp")
-        snapshot: S | None = None
-        snapshot_seq = 0
-        raw = self._ops.read_file(self.snapshot_path)
-        if raw is not None:
-            snapshot_seq, snapshot = decode_snapshot(
-                self.snapshot_path, self.name, raw, self._snapshot_type
-            )
-            self._snapshot_bytes = len(raw)
-        data = self._ops.read_file(self.journal_path)
-        new_file = data is None
-        result = scan(data or b"", self.journal_path)
-        frames = result.frames
-        kept = [f for f in frames if f.seq > snapshot_seq]
-        if kept and kept[0].seq != snapshot_seq + 1:
-            raise JournalCorruptError(
-                self.journal_path,
-                f"journal starts at seq {kept[0].seq} but the snapshot includes only up to "
-                f"seq {snapshot_seq}: records are missing",
-            )
-        records: list[R] = []
-        for frame in kept:
-            try:
-                records.append(self._decoder.decode(payload_of(data or b"", frame)))
-            except msgspec.DecodeError as exc:
-                raise JournalCorruptError(
-                    self.journal_path, f"record seq {frame.seq} does not decode: {exc}"
-                ) from None
-        last_seq = kept[-1].seq if kept else snapshot_seq
-        fd = self._ops.open(self.journal_path, os.O_RDWR | os.O_CREAT)
-        try:
-            size = os.fstat(fd).st_size
-            end = result.end
-            restart = bool(frames) and not kept
-            if restart:
-                end = 0  # everything is in the snapshot already: restart the journal
-                frames = []
-            if result.torn_bytes:
-                log.warning(
-                    "%s: dropping %d bytes of torn journal tail at offset %d (%s)",
-                    self.journal_path,
-                    result.torn_bytes,
-                    result.end,
-                    result.reason,
-                )
-            if result.torn_bytes or restart:
-                self._ops.ftruncate(fd, end)
-                self._ops.fsync(fd)
-                size = end
-            if new_file:
-                self._ops.fsync_dir(self.directory)
-        except BaseException:
-            self._ops.close(fd)
-            raise
-        self._fd = fd
-        self._pos = end
-        self._alloc_end = size
-        self._offsets = [f.start for f in frames]
-        self._file_first_seq = frames[0].seq if frames else last_seq + 1
-        self._snapshot_seq = snapshot_seq
-        self._durable_seq = last_seq
+        found = self._files.load(self._snapshot_type, self._decoder)
+        self._snapshot_bytes = found.snapshot_bytes
+        self._fd = found.fd
+        self._layout = JournalLayout(found.end, found.size, found.offsets, found.first_seq)
+        self._snapshot_seq = found.loaded.snapshot_seq
+        self._durable_seq = found.loaded.last_seq
         self.broken = None
-        return Loaded(snapshot, snapshot_seq, records, last_seq, result.torn_bytes)
+        return found.loaded
 
     # ------------------------------------------------------------------- append
 
@@ -355,7 +175,7 @@ class LocalStore(Generic[S, R]):
         self._check_writable()
         loop = self._bind_loop()
         fut: asyncio.Future[int] = loop.create_future()
-        self._queue.append(_Pending(record, self._encoder.encode(record), fut, on_durable))
+        self._queue.append(Pending(record, self._encoder.encode(record), fut, on_durable))
         self.stats.appends += 1
         self._kick()
         return fut
@@ -365,10 +185,15 @@ class LocalStore(Generic[S, R]):
         self._check_writable()
         if self._queue or self._inflight or self._extending:
             raise RuntimeError("append_sync while asynchronous appends are in flight")
-        item = _Pending(record, self._encoder.encode(record), None, None)
+        item = Pending(record, self._encoder.encode(record), None, None)
         self.stats.appends += 1
-        if self._needs_extension():
-            self._finish_extension(*self._io_extend(self._fd_(), self._alloc_end, self._target()))
+        layout = self._layout
+        if layout.needs_extension(self.prealloc):
+            self._finish_extension(
+                *self._files.extend(
+                    self._fd_(), layout.alloc_end, layout.extension_target(self.prealloc)
+                )
+            )
         self._run_batch_inline([item])
         return item.seq
 
@@ -417,22 +242,22 @@ class LocalStore(Generic[S, R]):
         self._flush_scheduled = False
         if self._inflight or self._paused or not self._queue or self._fd is None:
             return
-        size = sum(len(p.payload) + HEADER.size for p in self._queue)
-        if self._pos + size > self._alloc_end and self._extending:
+        size = sum(frame_sizes(self._queue))
+        if self._layout.pos + size > self._layout.alloc_end and self._extending:
             return  # the extension in flight will make room; it kicks when done
         batch, self._queue = self._queue, []
         if self._use_thread():
             self._inflight = True
-            data, start = self._frames(batch)
+            data, start = frame_batch(batch, self._durable_seq + 1), self._layout.pos
             loop = self._loop
             assert loop is not None
             future = loop.run_in_executor(
                 self._executor_(),
-                self._io_batch,
+                self._files.write_batch,
                 self._fd,
                 data,
                 start,
-                self._alloc_end,
+                self._layout.alloc_end,
                 self._dsync,
             )
             future.add_done_callback(lambda f: self._after_thread_batch(batch, start, data, f))
@@ -442,14 +267,14 @@ class LocalStore(Generic[S, R]):
             self._maybe_extend()
 
     def _after_thread_batch(
-        self, batch: list[_Pending], start: int, data: bytes, future: asyncio.Future[_IoResult]
+        self, batch: list[Pending], start: int, data: bytes, future: asyncio.Future[IoResult]
     ) -> None:
         """Completion of a batch written by the store thread (on the loop thread)."""
         self._inflight = False
         try:
             result = future.result()
         except Exception as exc:  # not an OSError: a bug; fail the batch, stop writing
-            result = _IoResult(
+            result = IoResult(
                 0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}", self._dsync
             )
         self._finish_batch(batch, start, len(data), result)
@@ -457,12 +282,14 @@ class LocalStore(Generic[S, R]):
         self._kick()
         self._maybe_extend()
 
-    def _run_batch_inline(self, batch: list[_Pending]) -> None:
+    def _run_batch_inline(self, batch: list[Pending]) -> None:
         """Write a batch on this thread and complete it."""
-        data, start = self._frames(batch)
+        data, start = frame_batch(batch, self._durable_seq + 1), self._layout.pos
         self._inflight = True
         try:
-            result = self._io_batch(self._fd_(), data, start, self._alloc_end, self._dsync)
+            result = self._files.write_batch(
+                self._fd_(), data, start, self._layout.alloc_end, self._dsync
+            )
         finally:
             self._inflight = False
         self.stats.inline_writes += 1
@@ -470,55 +297,8 @@ class LocalStore(Generic[S, R]):
         if error is not None and batch[0].fut is None:
             raise error
 
-    def _frames(self, batch: list[_Pending]) -> tuple[bytes, int]:
-        """Assign seqs and frame the batch; (bytes, file offset)."""
-        first = self._durable_seq + 1
-        for i, item in enumerate(batch):
-            item.seq = first + i
-        data = b"".join(encode_frame(p.payload, p.seq, first) for p in batch)
-        return data, self._pos
-
-    def _io_batch(self, fd: int, data: bytes, start: int, alloc_end: int, dsync: bool) -> _IoResult:
-        """Write and sync one batch; on failure undo it.  Touches no store state (it may
-        run on the store thread)."""
-        t0 = time.perf_counter()
-        end = start + len(data)
-        try:
-            if dsync and end <= alloc_end:
-                try:
-                    self._ops.pwrite_dsync(fd, data, start)
-                except OSError as exc:
-                    if exc.errno not in _UNSUPPORTED:
-                        raise
-                    dsync = False
-                    self._ops.pwrite(fd, data, start)
-                    self._ops.fdatasync(fd)
-            else:
-                self._ops.pwrite(fd, data, start)
-                self._ops.fdatasync(fd)
-        except OSError as exc:
-            broken = self._undo(fd, start, end, alloc_end)
-            return _IoResult(time.perf_counter() - t0, exc, broken, dsync)
-        return _IoResult(time.perf_counter() - t0, None, None, dsync)
-
-    def _undo(self, fd: int, start: int, end: int, alloc_end: int) -> str | None:
-        """Make a failed write's bytes invalid on disk; the reason if that failed too."""
-        try:
-            zero_end = min(end, alloc_end)
-            pos = start
-            while pos < zero_end:
-                n = min(zero_end - pos, len(_ZEROS))
-                self._ops.pwrite(fd, memoryview(_ZEROS)[:n], pos)
-                pos += n
-            if end > alloc_end:
-                self._ops.ftruncate(fd, max(start, alloc_end))
-            self._ops.fdatasync(fd)
-        except OSError as exc:
-            return f"could not undo a failed journal write: {exc}"
-        return None
-
     def _finish_batch(
-        self, batch: list[_Pending], start: int, length: int, result: _IoResult
+        self, batch: list[Pending], start: int, length: int, result: IoResult
     ) -> StorageError | None:
         """Account for a written batch: resolve waiters (running `on_durable` in order), or
         fail them all with StorageError (also returned)."""
@@ -538,45 +318,14 @@ class LocalStore(Generic[S, R]):
                 "nothing was changed",
                 {"errno": err.errno},
             )
-            for item in batch:
-                if item.fut is not None and not item.fut.done():
-                    item.fut.set_exception(exc)
+            fail_batch(batch, exc)
             return exc
-        pos = start
-        for item in batch:
-            self._offsets.append(pos)
-            pos += len(item.payload) + HEADER.size
-        self._pos = start + length
-        self._alloc_end = max(self._alloc_end, self._pos)
+        self._layout.placed(start, frame_sizes(batch))
         self._durable_seq = batch[-1].seq
-        for item in batch:
-            error: BaseException | None = None
-            if item.on_durable is not None:
-                try:
-                    item.on_durable(item.record)
-                except Exception as exc:  # a bug in the caller; report it to the waiter
-                    log.exception("on_durable callback failed for record seq %d", item.seq)
-                    error = exc
-            if item.fut is not None and not item.fut.done():
-                if error is None:
-                    item.fut.set_result(item.seq)
-                else:
-                    item.fut.set_exception(error)
+        complete_batch(batch)
         return None
 
     # ----------------------------------------------------------- preallocation
-
-    def _target(self) -> int:
-        """Where the preallocated region should end after the next extension."""
-        return self._pos + self.prealloc
-
-    def _needs_extension(self) -> bool:
-        """Whether less than half the preallocation is left ahead of the write position."""
-        return (
-            self.prealloc > 0
-            and self._alloc_end - self._pos < self.prealloc // 2
-            and self._pos >= self._extend_backoff
-        )
 
     def _maybe_extend(self) -> None:
         """Start a background extension of the preallocated region if it runs low."""
@@ -585,15 +334,16 @@ class LocalStore(Generic[S, R]):
             or self._inflight
             or self._paused
             or self._fd is None
-            or not self._needs_extension()
+            or not self._layout.needs_extension(self.prealloc)
         ):
             return
         loop = self._loop
         if loop is None:
             return
         self._extending = True
+        start, target = self._layout.alloc_end, self._layout.extension_target(self.prealloc)
         future = loop.run_in_executor(
-            self._executor_(), self._io_extend, self._fd, self._alloc_end, self._target()
+            self._executor_(), self._files.extend, self._fd, start, target
         )
 
         def done(f: asyncio.Future[tuple[int, int, OSError | None]]) -> None:
@@ -601,37 +351,19 @@ class LocalStore(Generic[S, R]):
             try:
                 outcome = f.result()
             except Exception as exc:  # not an OSError: a bug; just stop preallocating
-                outcome = (self._alloc_end, self._alloc_end, OSError(errno.EIO, repr(exc)))
+                outcome = (start, start, OSError(errno.EIO, repr(exc)))
             self._finish_extension(*outcome)
             self._wake_idle()
             self._kick()
 
         future.add_done_callback(done)
 
-    def _io_extend(self, fd: int, start: int, target: int) -> tuple[int, int, OSError | None]:
-        """Write zeros over [start, target) and sync; (start, new end, error)."""
-        try:
-            pos = start
-            while pos < target:
-                n = min(target - pos, len(_ZEROS))
-                self._ops.pwrite(fd, memoryview(_ZEROS)[:n], pos)
-                pos += n
-            self._ops.fdatasync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                self._ops.ftruncate(fd, start)
-            return start, start, exc
-        return start, target, None
-
     def _finish_extension(self, start: int, end: int, error: OSError | None) -> None:
         """Record the new preallocated end (on the loop thread)."""
         self.stats.extensions += 1
         if error is not None:
             log.warning("%s: could not preallocate journal space: %s", self.journal_path, error)
-            self._extend_backoff = self._pos + self.prealloc
-            return
-        if start == self._alloc_end:
-            self._alloc_end = max(self._alloc_end, end)
+        self._layout.extended(start, end, error is not None, self.prealloc)
 
     # ---------------------------------------------------------------- snapshot
 
@@ -639,11 +371,10 @@ class LocalStore(Generic[S, R]):
         """Write `state` as the snapshot and restart the journal after `seq`; await the
         returned future (True when done, False if a snapshot was already running).
 
-        `state` (the state, or its compact JSON bytes) is encoded and `seq` (default
-        `last_seq`, right when every record is applied through `on_durable`) is read *at
-        this call*, so they match.  StorageError if writing failed (the old snapshot and
-        journal stay valid).  Appends continue meanwhile; they pause only while the
-        journal restarts.  Must be called on the event loop.
+        `state` (the state, or its JSON bytes) and `seq` (default: the last durable
+        record's) are taken at this call, so they match.  StorageError if writing failed
+        (the old snapshot and journal stay valid).  Appends pause only while the journal
+        restarts.  Must be called on the event loop.
         """
         loop = asyncio.get_running_loop()
         if self._snapshotting:
@@ -661,25 +392,21 @@ class LocalStore(Generic[S, R]):
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
-            chunks = await loop.run_in_executor(
-                None, encode_snapshot, self.name, seq, body, self.indent
+            size = await loop.run_in_executor(
+                None, self._files.write_snapshot, seq, body, self.indent
             )
-            try:
-                await loop.run_in_executor(
-                    None, write_atomic, self.snapshot_path, chunks, self._ops
-                )
-            except OSError as exc:
-                raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
-            self._snapshot_done(seq, sum(map(len, chunks)), t0)
+            self._snapshot_done(seq, size, t0)
             self._paused += 1
             try:
                 while self._inflight or self._extending:
                     waiter: asyncio.Future[None] = loop.create_future()
                     self._idle_waiters.append(waiter)
                     await waiter
-                tail = self._tail_range(seq)
+                tail = self._layout.tail_range(seq)
                 fd = self._fd_()
-                new = await loop.run_in_executor(self._executor_(), self._io_rotate, fd, *tail)
+                new = await loop.run_in_executor(
+                    self._executor_(), self._files.rotate, fd, *tail, self.prealloc
+                )
                 self._finish_rotate(seq, tail, new)
             finally:
                 self._paused -= 1
@@ -695,14 +422,9 @@ class LocalStore(Generic[S, R]):
         seq = self._check_snapshot_seq(seq)
         body = state if isinstance(state, bytes) else self._json_encoder.encode(state)
         t0 = time.perf_counter()
-        chunks = encode_snapshot(self.name, seq, body, self.indent)
-        try:
-            write_atomic(self.snapshot_path, chunks, self._ops)
-        except OSError as exc:
-            raise StorageError(f"writing the {self.name} snapshot failed: {exc}") from None
-        self._snapshot_done(seq, sum(map(len, chunks)), t0)
-        tail = self._tail_range(seq)
-        self._finish_rotate(seq, tail, self._io_rotate(self._fd_(), *tail))
+        self._snapshot_done(seq, self._files.write_snapshot(seq, body, self.indent), t0)
+        tail = self._layout.tail_range(seq)
+        self._finish_rotate(seq, tail, self._files.rotate(self._fd_(), *tail, self.prealloc))
 
     def _check_snapshot_seq(self, seq: int | None) -> int:
         """The snapshot's seq: default the last durable one; must be within the journal."""
@@ -723,31 +445,6 @@ class LocalStore(Generic[S, R]):
         self.stats.last_snapshot_bytes = size
         self.stats.last_snapshot_seconds = time.perf_counter() - t0
 
-    def _tail_range(self, seq: int) -> tuple[int, int]:
-        """Byte range of the current journal holding the records after `seq`."""
-        index = seq + 1 - self._file_first_seq
-        start = self._offsets[index] if 0 <= index < len(self._offsets) else self._pos
-        return start, self._pos
-
-    def _io_rotate(self, fd: int, start: int, end: int) -> tuple[int | None, OSError | None]:
-        """A new journal holding bytes [start, end) of the old one, preallocated, swapped
-        in atomically.  (new fd, None) or (None, error) with the old journal untouched."""
-        tmp = self.journal_path + ".tmp"
-        new_fd: int | None = None
-        try:
-            tail = os.pread(fd, end - start, start) if end > start else b""
-            new_fd = self._ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-            self._ops.pwrite(new_fd, tail + bytes(max(0, self.prealloc)), 0)
-            self._ops.fsync(new_fd)
-            self._ops.replace(tmp, self.journal_path)
-            self._ops.fsync_dir(self.directory)
-        except OSError as exc:
-            if new_fd is not None:
-                self._ops.close(new_fd)
-            self._ops.unlink(tmp)
-            return None, exc
-        return new_fd, None
-
     def _finish_rotate(
         self, seq: int, tail: tuple[int, int], new: tuple[int | None, OSError | None]
     ) -> None:
@@ -758,17 +455,10 @@ class LocalStore(Generic[S, R]):
                 f"the {self.name} snapshot was written but the journal could not be "
                 f"restarted: {error}"
             )
-        start, end = tail
         old_fd = self._fd_()
-        index = seq + 1 - self._file_first_seq
-        kept = self._offsets[index:] if index >= 0 else []
-        self._offsets = [off - start for off in kept]
-        self._file_first_seq = seq + 1
-        self._pos = end - start
-        self._alloc_end = self._pos + max(0, self.prealloc)
-        self._extend_backoff = 0
+        self._layout.restarted(seq, tail, self.prealloc)
         self._fd = new_fd
-        self._ops.close(old_fd)
+        self._files.ops.close(old_fd)
 
     # ------------------------------------------------------------------ close
 
@@ -806,36 +496,5 @@ class LocalStore(Generic[S, R]):
             if item.fut is not None and not item.fut.done():
                 item.fut.set_exception(StorageError(f"{self.name} store closed"))
         if self._fd is not None:
-            self._ops.close(self._fd)
+            self._files.ops.close(self._fd)
             self._fd = None
-
-
-def recover(
-    store: DurableStore[S, R],
-    *,
-    initial: Callable[[], T],
-    from_snapshot: Callable[[S], T],
-    apply: Callable[[T, R], Any],
-    to_snapshot: Callable[[T], S | bytes] | None = None,
-) -> T:
-    """Open `store` and rebuild the state: snapshot (or `initial()`) + journal replay.
-
-    With `to_snapshot`, a store without a snapshot gets one of the initial state at seq 0
-    at once (so a random initial state, like a fresh config's uuids, is fixed on disk
-    before any record builds on it), and a journal without a snapshot is refused.
-    """
-    loaded = store.open()
-    if loaded.snapshot is not None:
-        state = from_snapshot(loaded.snapshot)
-    else:
-        if to_snapshot is not None and loaded.records:
-            path = getattr(store, "snapshot_path", "snapshot")
-            raise SnapshotCorruptError(
-                path, f"missing, but the journal has {len(loaded.records)} records"
-            )
-        state = initial()
-        if to_snapshot is not None:
-            store.snapshot_sync(to_snapshot(state), 0)
-    for record in loaded.records:
-        apply(state, record)
-    return state

@@ -11,16 +11,24 @@ from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient,
 from client.api.declare import Api, rpc
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
+from client.daemon.common import CommonMethods
 from client.daemon.dispatch import build_methods
 from luxid.service import LuxidService
-from wconfd.service import WConfdService
+from wconfd.config_service import ConfigService
+from wconfd.lock_service import LockService
+from wconfd.reservation_service import ReservationService
+from wconfd.service import WConfd
 
 
 @pytest.mark.parametrize(
     ("api", "stubs", "service"),
     [
-        (WConfdApi, (WConfdClient, AsyncWConfdClient), WConfdService),
-        (LuxiApi, (LuxiClient, AsyncLuxiClient), LuxidService),
+        (
+            WConfdApi,
+            (WConfdClient, AsyncWConfdClient),
+            (CommonMethods, WConfd, LockService, ConfigService, ReservationService),
+        ),
+        (LuxiApi, (LuxiClient, AsyncLuxiClient), (LuxidService,)),
     ],
 )
 def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
@@ -28,7 +36,7 @@ def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
     assert {"ping", "version"} <= declared
     # The method table checks the service's methods against the declaration; no state
     # is needed for that, so the service is not initialised.
-    assert set(build_methods(api, service.__new__(service))) == declared
+    assert set(build_methods(api, *(cls.__new__(cls) for cls in service))) == declared
     for stub in stubs:
         for name, spec in api.methods().items():
             method = getattr(stub, name)
@@ -74,10 +82,18 @@ def test_implementation_must_match_the_declaration():
     class Missing:
         pass
 
+    class Right:
+        async def add(self, conn: object, a: int, b: int) -> int:
+            return a + b
+
     with pytest.raises(TypeError, match="declares"):
         build_methods(DemoApi, WrongNames())
     with pytest.raises(TypeError, match="must implement"):
         build_methods(DemoApi, Missing())
+    # several implementation objects: each method on exactly one of them
+    assert set(build_methods(DemoApi, Missing(), Right())) == {"add"}
+    with pytest.raises(TypeError, match="several objects"):
+        build_methods(DemoApi, Right(), Right())
 
 
 def test_param_errors_name_the_param():

@@ -557,8 +557,10 @@ def test_list_all_locks_shape_and_json() -> None:
     }
     assert msgspec.json.decode(msgspec.json.encode(listing)) == listing
     assert m.owners() == ["A", "B", "C"]
-    assert m.client_locks("C")["pending"]["priority"] == -3
-    assert m.client_locks("A") == {"locks": [["cluster/BGL", SH], ["node/a", SH]], "pending": None}
+    pending = m.pending_request("C")
+    assert pending is not None and pending["priority"] == -3
+    assert m.list_locks("A") == [["cluster/BGL", SH], ["node/a", SH]]
+    assert m.pending_request("A") is None
 
 
 def test_held_snapshot_restore() -> None:

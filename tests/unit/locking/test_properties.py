@@ -304,7 +304,7 @@ def check_invariants(mgr: LockManager) -> Snap:
     for r in s.queue:
         for lk, m in wants_of(held.get(r.owner, {}), r.pairs):
             fresh.add(r.owner, parse(lk), m)
-    assert_same_index(fresh, mgr._pidx)
+    assert_same_index(fresh, mgr._queue.index)
     return s
 
 
@@ -343,6 +343,17 @@ def check_step(
     owners_all = set(before.held) | set(after.held)
     changed = {o for o in owners_all if before.held.get(o) != after.held.get(o)}
     assert set(eff.changed) == changed and len(eff.changed) == len(changed)
+    # SPEC §4.4 rule 7: the journalled change, replayed over the holdings before, gives
+    # the holdings after, and it names only locks whose mode changed
+    for o, pairs in eff.changes.items():
+        replayed = dict(before.held.get(o, {}))
+        for lock, mode in pairs:
+            assert replayed.get(lock) != mode
+            if mode == "release":
+                del replayed[lock]
+            else:
+                replayed[lock] = mode
+        assert replayed == after.held.get(o, {})
     # Allocation 8: an operation by `owner` changes others' locks only by granting their
     # waiting requests or extending their opportunistic waits
     assert changed - {owner} <= set(eff.granted) | set(before.opp)
@@ -455,7 +466,7 @@ def differential_run(op_list: list[tuple[Any, ...]]) -> None:
     assert mgr.held() == {} and mgr.owners() == []
     assert mgr.list_all_locks() == {"locks": [], "pending": []}
     assert_same_index(HolderIndex(), mgr.allocation.index)
-    assert_same_index(HolderIndex(), mgr._pidx)
+    assert_same_index(HolderIndex(), mgr._queue.index)
 
 
 @cfg(250)

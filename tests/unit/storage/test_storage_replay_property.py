@@ -129,7 +129,7 @@ def test_async_live_path_with_failure_and_replay(tmp_path: Path) -> None:
     async def main() -> bytes:
         ops = FaultyOps()
         store, state = open_config(tmp_path)
-        store._ops = ops  # inject faults after start-up
+        store._files.ops = ops  # inject faults after start-up
         lock = asyncio.Lock()
 
         async def write(kind: str, data: dict[str, Any]) -> Any:

@@ -1,0 +1,262 @@
+"""wconfd's persistence: the one owner of the store, the durable state, group commit,
+snapshots and the config-changed event.  The lock, config and reservation services
+receive it; none of them touches the store.
+
+Two write paths, one journal:
+
+- `commit(records)`: records planned outside the planned-write queue (lock changes; they
+  neither read nor change what config and reservation plans read).  Records given
+  together go to disk in one write.
+- `submit(plan)`: config and reservation writes.  Calls queue their plan; one writer task
+  takes every queued write, plans them in order - each against the state the previous
+  ones will leave, by applying it tentatively (`apply_undoable`) - then reverts the
+  tentative changes and queues all the records with no await in between, so they reach
+  the disk in one write and become visible only once durable.  Readers never see a state
+  that is not on disk.  A plan that raises answers only its own call.  If the write
+  fails, every write of the group fails with StorageError, including the ones whose
+  answer (an error, an idempotent retry) was planned on top of a failed record.  The
+  next group is planned once the previous one is durable and applied.
+
+Every planned record is encoded (`check_record`) before it joins a batch, so a record
+that cannot be stored fails its own call with InvalidParams and never the batch it would
+have shared (one client's bad write never fails another's, SPEC §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NamedTuple
+
+import msgspec
+
+from client.errors import InvalidParams, StorageError
+from wconfd.config.numbers import unstorable_number
+from wconfd.config.records import ConfigChange
+from wconfd.config.reservations import Release, ReleaseAll, Reserve
+from wconfd.durable import DurableState, Record, Snapshot
+from wconfd.storage.seam import DurableStore
+
+log = logging.getLogger(__name__)
+
+# Most writes planned into one group (one disk write); the rest wait for the next.
+MAX_GROUP: Final = 1024
+
+# A write's plan: given the time, the record to persist (None: nothing to write) and the
+# call's result.  It raises the call's error (it runs in the writer task).
+PlanFn = Callable[[float], tuple[Record | None, Any]]
+
+
+class _Write(NamedTuple):
+    """A queued write: its plan and the caller's future."""
+
+    plan: PlanFn
+    fut: asyncio.Future[Any]
+
+
+_ENCODER: Final = msgspec.msgpack.Encoder()
+
+
+def check_record(record: Record) -> None:
+    """InvalidParams naming the offending value if `record` cannot be journalled (the
+    edges check numbers first; this keeps a record that slipped past them out of a
+    batch it would fail for everyone)."""
+    try:
+        _ENCODER.encode(record)
+    except OverflowError:
+        problem = unstorable_number(msgspec.to_builtins(record), "record")
+        raise InvalidParams(problem or "the change holds a number too large to store") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidParams(f"the change cannot be stored: {exc}") from None
+
+
+class Persistence:
+    """The store, the state it rebuilds, and the only ways to change that state."""
+
+    def __init__(self, store: DurableStore[Snapshot, Record], state: DurableState) -> None:
+        self.store = store
+        self.state = state
+        self._writes: list[_Write] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._config_changed = asyncio.Event()
+
+    # -- direct commits ------------------------------------------------------------------
+
+    async def commit(self, records: Sequence[Record]) -> None:
+        """Make `records` durable in one write (all or none), then apply them to memory.
+
+        For lock changes: names and modes only, which always encode, so they skip
+        `check_record` (the store encodes each record once, before queueing it)."""
+        if len(records) == 1:  # the common case: no gather
+            await self.store.append_nowait(records[0], on_durable=self.state.apply)
+        else:
+            futures = [self.store.append_nowait(r, on_durable=self.state.apply) for r in records]
+            await asyncio.gather(*futures)
+        self._maybe_snapshot()
+
+    def commit_sync(self, record: Record) -> None:
+        """Blocking commit, for start-up (no event loop writes yet)."""
+        self.store.append_sync(record)
+        self.state.apply(record)
+
+    def _maybe_snapshot(self) -> None:
+        if self.store.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
+
+    async def _snapshot(self) -> None:
+        try:
+            await self.store.snapshot(self.state.snapshot_json())
+        except Exception as exc:  # the old snapshot and journal stay valid
+            log.error("snapshot failed (will retry after the next write): %s", exc)
+
+    # -- config changes ------------------------------------------------------------------
+
+    async def wait_config_change(self, since_serial: int, timeout: float) -> int:
+        """The config's serial_no once it exceeds `since_serial`, or after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while self.state.config.serial_no <= since_serial:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._config_changed.wait(), left)
+            except TimeoutError:
+                break
+        return self.state.config.serial_no
+
+    def _notify_config_change(self) -> None:
+        self._config_changed.set()
+        self._config_changed = asyncio.Event()
+
+    # -- planned writes -----------------------------------------------------------------
+
+    async def submit(self, plan: PlanFn) -> Any:
+        """Queue a planned write and wait for its answer (after its record is durable)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._writes.append(_Write(plan, fut))
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._run_writer())
+        return await fut
+
+    async def _run_writer(self) -> None:
+        while self._writes:
+            group, self._writes = self._writes[:MAX_GROUP], self._writes[MAX_GROUP:]
+            try:
+                await self._write_group(group)
+            except Exception as exc:  # a bug: answer everyone, keep the daemon up
+                log.exception("config writer failed")
+                for write in group:
+                    if not write.fut.done():
+                        write.fut.set_exception(exc)
+
+    async def _write_group(self, group: list[_Write]) -> None:
+        """Plan `group` in order, persist its records as one write, answer every call."""
+        staged: list[tuple[_Write, Record, Any]] = []
+        # Answers planned on top of a staged record: given once that record is durable.
+        after: list[tuple[_Write, BaseException | None, Any]] = []
+        undo: list[Callable[[], None]] = []
+        unapplied: Record | None = None
+        try:
+            for write in group:
+                if write.fut.done():  # the caller went away before its turn
+                    continue
+                if unapplied is not None:  # the next plan must see the previous record
+                    undo.append(self._apply_undoable(unapplied))
+                    unapplied = None
+                error: BaseException | None = None
+                record: Record | None = None
+                result: Any = None
+                try:
+                    record, result = write.plan(time.time())
+                    if record is not None:
+                        check_record(record)
+                except Exception as exc:
+                    error, record = exc, None
+                if record is not None:
+                    staged.append((write, record, result))
+                    unapplied = record
+                elif staged:
+                    after.append((write, error, result))
+                else:
+                    _answer(write.fut, error, result)
+        finally:
+            for revert in reversed(undo):
+                revert()
+        if staged:
+            await self._persist_group(staged, after)
+
+    async def _persist_group(
+        self,
+        staged: list[tuple[_Write, Record, Any]],
+        after: list[tuple[_Write, BaseException | None, Any]],
+    ) -> None:
+        try:
+            futures = [
+                self.store.append_nowait(record, on_durable=self.state.apply)
+                for _, record, _ in staged
+            ]
+        except StorageError as exc:  # broken or closed store: nothing was queued
+            failure: BaseException | None = exc
+            outcomes: list[Any] = [exc] * len(staged)
+        else:
+            outcomes = await asyncio.gather(*futures, return_exceptions=True)
+            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        for (write, _, result), outcome in zip(staged, outcomes, strict=True):
+            _answer(write.fut, outcome if isinstance(outcome, BaseException) else None, result)
+        for write, error, result in after:
+            if failure is not None:
+                error = StorageError(
+                    f"an earlier write of the same group failed ({failure}); nothing was changed",
+                    getattr(failure, "data", None),
+                )
+            _answer(write.fut, error, result)
+        if any(not isinstance(o, BaseException) for o in outcomes):
+            self._notify_config_change()
+        self._maybe_snapshot()
+
+    def _apply_undoable(self, record: Record) -> Callable[[], None]:
+        """Apply a planned record to memory for the next plan; the function undoing it."""
+        if isinstance(record, ConfigChange):
+            config = self.state.config
+            token = config.apply_undoable(record)
+            return lambda: config.revert(token)
+        table = self.state.reservations
+        if isinstance(record, Reserve):
+            undo: list[Any] = [
+                Release(owner=record.owner, namespace=record.namespace, value=record.value)
+            ]
+        elif isinstance(record, Release):
+            undo = [Reserve(owner=record.owner, namespace=record.namespace, value=record.value)]
+        elif isinstance(record, ReleaseAll):
+            undo = [
+                Reserve(owner=owner, namespace=ns, value=value)
+                for owner, ns, value in table.list_reservations(record.owner)
+                if record.namespace is None or ns == record.namespace
+            ]
+        else:  # lock changes are committed directly, never planned here
+            raise TypeError(f"unexpected record {record!r}")
+        table.apply(record)
+
+        def revert() -> None:
+            for change in undo:
+                table.apply(change)
+
+        return revert
+
+    def close(self) -> None:
+        """Close the store (queued appends fail with StorageError)."""
+        self.store.close()
+
+
+def _answer(fut: asyncio.Future[Any], error: BaseException | None, result: Any) -> None:
+    """Resolve a caller's future (unless it was cancelled meanwhile)."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
