@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from client.api.numbers import check_numbers
 from client.errors import InvalidParams, RpcError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,8 +44,12 @@ def rpc(
 
     `errors` lists the typed errors it may raise (besides the protocol ones).
     `identified=False` lets it run before `identify` (wconfd).  `reissue=True` lets a
-    stub send it again when the connection broke while waiting for the answer (safe
-    for reads and for requests that are withdrawn when the connection closes).
+    stub send it again when the connection broke while waiting for the answer, e.g. across
+    a daemon restart (SPEC §10).  Declare it only where sending twice ends as sending once:
+    reads; requests withdrawn when the connection closes (a lock wait); calls that set a
+    state rather than step it (acquire these pairs, free, intersect, downgrade, release a
+    reservation: applied again against the restored table they change nothing more); and
+    job reports, which luxid deduplicates by opcode index and log sequence.
     """
 
     def mark(func: F) -> F:
@@ -70,7 +75,8 @@ class MethodSpec:
     def decode_params(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Turn JSON params (by position or by name) into the params Struct.
 
-        Raises InvalidParams naming the parameter that is missing, unknown or ill-typed.
+        Raises InvalidParams naming the parameter that is missing, unknown, ill-typed, out
+        of its declared range, or holding a number beyond signed 64 bits or not finite.
         """
         if args:
             if kwargs:
@@ -81,6 +87,7 @@ class MethodSpec:
                     f"({', '.join(self.param_names) or 'none'}), got {len(args)}"
                 )
             kwargs = dict(zip(self.param_names, args, strict=False))
+        check_numbers(self.name, kwargs)
         try:
             return msgspec.convert(kwargs, self.params, strict=True)
         except msgspec.ValidationError as exc:
@@ -125,7 +132,7 @@ def _name_the_param(message: str) -> tuple[str, str | None]:
 
 
 def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> MethodSpec:
-    hints = typing.get_type_hints(func)
+    hints = typing.get_type_hints(func, include_extras=True)
     signature = inspect.signature(func)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     required: set[str] = set()

@@ -199,7 +199,7 @@ def job_cancel(ctx: Context, args: argparse.Namespace) -> int:
     ok, message = ctx.luxi.cancel_job(job_id=args.id, kill=args.kill)
     if not ok:
         raise Failed(f"job {args.id} not canceled: {message}")
-    ctx.out(message or f"job {args.id} canceled")
+    ctx.out(str(message) or f"job {args.id} canceled")
     return EXIT_OK
 
 
@@ -218,7 +218,7 @@ def job_priority(ctx: Context, args: argparse.Namespace) -> int:
     ok, message = ctx.luxi.change_job_priority(job_id=args.id, priority=args.priority)
     if not ok:
         raise Failed(f"priority of job {args.id} not changed: {message}")
-    ctx.out(message or f"job {args.id}: priority {args.priority}")
+    ctx.out(str(message) or f"job {args.id}: priority {args.priority}")
     return EXIT_OK
 
 
