@@ -40,8 +40,9 @@ class AsyncStub(_StubBase):
         *,
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout, patience)
+        super().__init__(socket_path, timeout, patience, expect_daemon)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[Response]] = {}

@@ -29,8 +29,11 @@ class _Identifies:
         name: str | None = None,
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout=timeout, patience=patience)  # type: ignore[call-arg]
+        super().__init__(  # type: ignore[call-arg]
+            socket_path, timeout=timeout, patience=patience, expect_daemon=expect_daemon
+        )
         self.job_id = job_id
         self.name = name
         self.client_id: str | None = None

@@ -9,7 +9,8 @@ in its declaration is sent again when the connection broke while it waited.
 
 A daemon restart (SPEC §10) is ridden out: once a stub has reached its daemon, it keeps
 reconnecting with a back-off for `patience` seconds (default minutes, what a job process
-needs; the interactive `lw` passes a short one), then re-sends what never reached the
+needs; the interactive `lw` passes a short one; `expect_daemon` makes even the first
+connection wait so, for a job process whose daemon must be there), then re-sends what never reached the
 daemon and what its declaration marks safe to re-send, and only then gives up with a
 ConnectionError that names the daemon and how long it waited.
 """
@@ -61,13 +62,20 @@ class _StubBase:
     _decoders: ClassVar[dict[str, msgspec.json.Decoder[Any]]]
 
     def __init__(
-        self, socket_path: str | os.PathLike[str] | None, timeout: float, patience: float
+        self,
+        socket_path: str | os.PathLike[str] | None,
+        timeout: float,
+        patience: float,
+        expect_daemon: bool,
     ) -> None:
         self.socket_path = Path(socket_path) if socket_path else self._default_path()
         self.timeout = timeout
         self.patience = patience
         self._ids = itertools.count(1)
-        self._was_connected = False
+        # Whether an unreachable daemon is one restarting (wait `patience`) rather than
+        # one not running at all (fail at once): true once reached, or from the start for
+        # a caller whose daemon must exist (a job process, started by luxid).
+        self._was_connected = expect_daemon
 
     @classmethod
     def _default_path(cls) -> Path:
@@ -159,8 +167,9 @@ class SyncStub(_StubBase):
         *,
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout, patience)
+        super().__init__(socket_path, timeout, patience, expect_daemon)
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._pid = os.getpid()
