@@ -46,8 +46,12 @@ class JobRunner:
 
     def __init__(self, job_id: int, run_dir: str | os.PathLike[str] | None = None) -> None:
         self.job_id = job_id
-        self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir))
-        self.wconfd = AsyncWConfdClient(paths.wconfd_socket(run_dir), job_id=job_id)
+        # luxid: `report` decides how long to wait (HELLO_PATIENCE, JOB_PATIENCE).  wconfd
+        # must exist while a job runs: its stub waits out a restart, even at the start.
+        self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir), patience=HELLO_PATIENCE)
+        self.wconfd = AsyncWConfdClient(
+            paths.wconfd_socket(run_dir), job_id=job_id, expect_daemon=True
+        )
         self.signals = JobSignals()
         self.locks = LockTaker(self.wconfd, self.signals, self.report)
         self.reserved = False
