@@ -64,7 +64,7 @@ def test_timeouts_escalate_the_priority_and_the_grant_comes(wconfd):
         # Between attempts the job holds nothing (timeouts release and start again).
         holder.free_locks()
         assert await asyncio.wait_for(task, 10) is Outcome.GRANTED
-        assert sorted(await wc.list_locks()) == [("cluster/BGL", "shared"), ("node/n1", "exclusive")]
+        assert sorted(await wc.list_locks()) == [["cluster/BGL", "shared"], ["node/n1", "exclusive"]]
         assert isinstance(reports[0], Waiting)
         priorities = [r.priority for r in reports if isinstance(r, Priority)]
         assert priorities[:2] == [-1, -2]
