@@ -27,7 +27,7 @@ from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
 
 sys.path.insert(0, str(Path(__file__).parent))
-from luxid_testlib import ADMIN_LOCKS, FINAL, delay  # noqa: E402
+from luxid_testlib import ADMIN_LOCKS, FINAL, delay
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -89,9 +89,14 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     await call(wc, "generate_mac")
     assert len(await call(wc, "list_reservations")) == 2
     # -- locks: held by two clients, one request waiting
-    assert await call(wc, "try_update_locks", request=[["node/a", "exclusive"], ["node/b", "shared"]]) == []
+    assert (
+        await call(wc, "try_update_locks", request=[["node/a", "exclusive"], ["node/b", "shared"]])
+        == []
+    )
     assert await call(other, "try_update_locks", request=[["node/b", "shared"]]) == []
-    assert await call(wc, "opportunistic_lock_union", request=[["node/c", "exclusive"]]) == ["node/c"]
+    assert await call(wc, "opportunistic_lock_union", request=[["node/c", "exclusive"]]) == [
+        "node/c"
+    ]
     assert await call(wc, "list_locks") == [
         ["node/a", "exclusive"], ["node/b", "shared"], ["node/c", "exclusive"]
     ]  # fmt: skip

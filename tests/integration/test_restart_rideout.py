@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from luxid_testlib import FINAL, Stack, delay  # noqa: E402
+from luxid_testlib import FINAL, Stack, delay
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,7 +34,7 @@ def stack(daemon_factory):
 
 
 def _jobs(rng: random.Random) -> list[list[dict[str, object]]]:
-    """70 jobs of three opcodes, each holding one or two of ten node locks for 50–250 ms:
+    """70 jobs of three opcodes, each holding one or two of ten node locks for 50-250 ms:
     enough contention that lock waits, grants and frees are in flight at every moment."""
     return [
         [
