@@ -60,6 +60,17 @@ def rpc(
 
 
 @dataclass(frozen=True)
+class Check:
+    """`Annotated` metadata for a param: a check its value must pass beyond its type.
+
+    `func` gets the decoded value and raises a typed error (e.g. InvalidOpcode) naming what
+    is wrong; it runs at the edge, after the type and range checks, before the method.
+    """
+
+    func: Callable[[Any], None]
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """One declared method, ready for the server and the stubs."""
 
@@ -71,6 +82,7 @@ class MethodSpec:
     params: type[msgspec.Struct]
     result_type: Any
     options: RpcOptions
+    checks: tuple[tuple[str, Callable[[Any], None]], ...] = ()
 
     def decode_params(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Turn JSON params (by position or by name) into the params Struct.
@@ -89,12 +101,15 @@ class MethodSpec:
             kwargs = dict(zip(self.param_names, args, strict=False))
         check_numbers(self.name, kwargs)
         try:
-            return msgspec.convert(kwargs, self.params, strict=True)
+            params = msgspec.convert(kwargs, self.params, strict=True)
         except msgspec.ValidationError as exc:
             text, param = _name_the_param(str(exc))
             raise InvalidParams(
                 f"{self.name}: {text}", {"param": param} if param else None
             ) from None
+        for name, check in self.checks:
+            check(getattr(params, name))
+        return params
 
     def encode_params(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a stub call's arguments to parameter names (only the ones given)."""
@@ -135,12 +150,15 @@ def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> Method
     hints = typing.get_type_hints(func, include_extras=True)
     signature = inspect.signature(func)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    checks: list[tuple[str, Callable[[Any], None]]] = []
     required: set[str] = set()
     defaults: dict[str, Any] = {}
     names: list[str] = []
     for pname, param in list(signature.parameters.items())[1:]:  # skip self
         annotation = hints.get(pname, Any)
         names.append(pname)
+        metadata = getattr(annotation, "__metadata__", ())
+        checks += [(pname, m.func) for m in metadata if isinstance(m, Check)]
         if param.default is inspect.Parameter.empty:
             fields.append((pname, annotation))
             required.add(pname)
@@ -157,6 +175,7 @@ def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> Method
         params=params,
         result_type=hints.get("return", Any),
         options=options,
+        checks=tuple(checks),
     )
 
 

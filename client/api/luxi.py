@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Meta
 
 from client import vocabulary
+from client.api import declare
 from client.api.common import CommonApi
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
@@ -27,6 +28,8 @@ from client.errors import (
 
 # An opcode: {"OP_ID": "OP_…", <params>…, priority?, depends?, reason?, comment?}.
 Opcode = dict[str, Any]
+# A job's opcodes, their common params checked at the edge (InvalidOpcode names them).
+Job = Annotated[list[Opcode], declare.Check(vocabulary.check_opcodes)]
 # What results hold are JSON arrays, so lists (SPEC §3.2), of a fixed length:
 LogEntry = Annotated[list[Any], Meta(min_length=4, max_length=4)]
 """[serial, timestamp, type, message]"""
@@ -129,7 +132,7 @@ class LuxiApi(CommonApi):
     # -- jobs ------------------------------------------------------------------------
 
     @rpc(InvalidOpcode, QueueDrained, InvalidParams, StorageError)
-    def submit_job(self, ops: list[Opcode]) -> int:
+    def submit_job(self, ops: Job) -> int:
         """Queue a job (a list of opcodes); its id.  A job a REJECT rule applies to is
         stored as canceled before this returns."""
 
