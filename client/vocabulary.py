@@ -6,18 +6,14 @@ The API declarations (`client.api`), the stubs' callers, the `lw` commands and t
 daemons all take these from here, so a level or a range cannot differ between the side
 that sends and the side that checks.
 
-Pure and light: the standard library, msgspec and `client.errors` only.
+Pure and light (the standard library only), so `lw --help` pays nothing for it.  The
+msgspec forms of these for the declarations are in `client.api.numbers` (ranges) and
+`client.api.opcodes` (the common opcode params).
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Final, Literal
-
-import msgspec
-from msgspec import Meta
-
-from client.errors import InvalidOpcode
+from typing import Final, Literal
 
 # -- locks (SPEC §4.1) -------------------------------------------------------------------
 
@@ -93,8 +89,7 @@ PRIORITY_MAX: Final = 19
 """The least urgent priority."""
 DEFAULT_PRIORITY: Final = 0
 
-Priority = Annotated[int, Meta(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
-"""A lock-request, opcode or job priority: -20 (most urgent) … 19."""
+PRIORITY_HINT: Final = f"{PRIORITY_MIN} (most urgent) .. {PRIORITY_MAX}"
 
 # -- jobs and opcodes (SPEC §6.1) --------------------------------------------------------
 
@@ -104,49 +99,3 @@ FinalizedStatus = Literal["success", "error", "canceled"]
 
 COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = ("priority", "depends", "reason", "comment")
 """Params every opcode accepts besides its own: priority, depends, reason, comment."""
-
-JobDependency = tuple[int, list[FinalizedStatus]]
-"""A `depends` entry [job_id, [status…]]; a negative id is relative to the job's own."""
-
-ReasonEntry = tuple[Annotated[str, Meta(min_length=1)], str, int]
-"""A `reason` trail entry [source, text, timestamp_ns]."""
-
-
-class OpcodeCommon(msgspec.Struct, kw_only=True):
-    """The part of an opcode every opcode shares: its OP_ID and the common params.
-
-    Unknown fields (the opcode's own params) are ignored here: they are the opcode
-    registry's business.  Used to check submitted opcodes at the edge.
-    """
-
-    OP_ID: Annotated[str, Meta(pattern=r"^OP_.")]
-    priority: Priority = DEFAULT_PRIORITY
-    depends: list[JobDependency] | None = None
-    reason: list[ReasonEntry] | None = None
-    comment: str | None = None
-
-
-def check_opcode_common(op: Any, index: int = 0) -> None:
-    """InvalidOpcode naming the OP_ID and the param if `op` is not an object with an OP_ID
-    "OP_…" and well-typed common params (priority in range, depends, reason, comment)."""
-    if not isinstance(op, dict):
-        raise InvalidOpcode(f"opcode {index} is not an object")
-    op_id = op.get("OP_ID")
-    if not isinstance(op_id, str) or not op_id.startswith("OP_") or len(op_id) <= 3:
-        raise InvalidOpcode(f"opcode {index}: OP_ID missing or not a string 'OP_…'")
-    try:
-        msgspec.convert(op, OpcodeCommon, strict=True)
-    except msgspec.ValidationError as exc:
-        text, _, where = str(exc).partition(" - at `$.")
-        param = re.split(r"[.\[`]", where, maxsplit=1)[0] or "?"
-        raise InvalidOpcode(
-            f"{op_id}: parameter '{param}' is invalid: {text}"
-            + (f" (at {where.rstrip('`')})" if where else ""),
-            {"op_id": op_id, "param": param},
-        ) from None
-
-
-def check_opcodes(ops: list[Any]) -> None:
-    """`check_opcode_common` for each opcode of a job."""
-    for index, op in enumerate(ops):
-        check_opcode_common(op, index)

@@ -11,11 +11,11 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from client import vocabulary
-from client.api import declare
+from client.api import declare, numbers
 from client.api.common import CommonApi
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
+from client.api.opcodes import check_opcodes
 from client.errors import (
     FilterError,
     InvalidOpcode,
@@ -25,11 +25,12 @@ from client.errors import (
     QueueDrained,
     StorageError,
 )
+from client.vocabulary import FinalizedStatus
 
 # An opcode: {"OP_ID": "OP_…", <params>…, priority?, depends?, reason?, comment?}.
 Opcode = dict[str, Any]
 # A job's opcodes, their common params checked at the edge (InvalidOpcode names them).
-Job = Annotated[list[Opcode], declare.Check(vocabulary.check_opcodes)]
+Job = Annotated[list[Opcode], declare.Check(check_opcodes)]
 # What results hold are JSON arrays, so lists (SPEC §3.2), of a fixed length:
 LogEntry = Annotated[list[Any], Meta(min_length=4, max_length=4)]
 """[serial, timestamp, type, message]"""
@@ -98,14 +99,14 @@ class Priority(msgspec.Struct, frozen=True, tag="priority", tag_field="event"):
     """The lock-timeout strategy raised opcode `index`'s priority to `priority`."""
 
     index: Count
-    priority: vocabulary.Priority
+    priority: numbers.Priority
 
 
 class Finish(msgspec.Struct, frozen=True, tag="finish", tag_field="event"):
     """Opcode `index` ended: success (result), error (result = message) or canceled."""
 
     index: Count
-    status: vocabulary.FinalizedStatus
+    status: FinalizedStatus
     result: Any = None
 
 
@@ -163,7 +164,7 @@ class LuxiApi(CommonApi):
         or at once with `kill` (SIGKILL, the job ends in error "killed")."""
 
     @rpc(NotFound, InvalidParams, StorageError)
-    def change_job_priority(self, job_id: JobId, priority: vocabulary.Priority) -> Verdict:
+    def change_job_priority(self, job_id: JobId, priority: numbers.Priority) -> Verdict:
         """Change the priority of a queued or running job's remaining opcodes."""
 
     @rpc(NotFound, StorageError)

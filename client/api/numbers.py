@@ -20,10 +20,13 @@ from typing import Annotated, Any, Final
 from msgspec import Meta
 
 from client.errors import InvalidParams
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 
+Priority = Annotated[int, Meta(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+"""A lock-request, opcode or job priority: -20 (most urgent) … 19."""
 Count = Annotated[int, Meta(ge=0)]
 """A number of things (≥ 0)."""
 Seconds = Annotated[float, Meta(ge=0)]

@@ -9,7 +9,7 @@ from msgspec import Meta
 
 from client.api.common import CommonApi
 from client.api.declare import rpc
-from client.api.numbers import Count, JobId, Seconds
+from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
     AlreadyExists,
     ConfigValidationError,
@@ -24,7 +24,7 @@ from client.errors import (
     StaleObjectError,
     StorageError,
 )
-from client.vocabulary import Mode, Priority, RequestMode
+from client.vocabulary import Mode, RequestMode
 
 # A lock request: [[lock, mode], ...] with lock "<level>/<name>" (SPEC §4.1).
 LockRequest = list[tuple[str, RequestMode]]
