@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from client.cli.rapi_users import User, parse_users, verify_password
+from client.rapi_users import User, parse_users, verify_password
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, paths
-from client.cli.rapi_users import users_path
 from client.daemon import sdnotify
 from client.daemon.runner import (
     add_log_level,
@@ -19,6 +18,7 @@ from client.daemon.runner import (
     setup_logging,
     wait_for_stop_signal,
 )
+from client.rapi_users import users_path
 from rapi.app import make_app
 from rapi.auth import Authorizer, UsersFile
 from rapi.resources import Backend
