@@ -95,9 +95,10 @@ class AsyncStub(_StubBase):
                 )
                 break
             except OSError as exc:
-                if time.monotonic() + delay > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise self._unreachable(exc, time.monotonic() - started) from None
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, _BACKOFF_MAX)
         self._writer = writer
         self._was_connected = True

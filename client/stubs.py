@@ -204,9 +204,10 @@ class SyncStub(_StubBase):
                 break
             except OSError as exc:
                 sock.close()
-                if time.monotonic() + delay > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise self._unreachable(exc, time.monotonic() - started) from None
-                time.sleep(delay)
+                time.sleep(min(delay, left))
                 delay = min(delay * 2, _BACKOFF_MAX)
         self._sock = sock
         self._buf.clear()
