@@ -188,6 +188,15 @@ def test_submitted_opcodes_have_their_common_params_checked(lconn, luxid):
     assert "OP_TEST_DELAY" in message
     bad_reason = {"OP_ID": "OP_TEST_DELAY", "duration": 0, "reason": [["src", "text"]]}
     refused(lconn, "submit_job", {"ops": [bad_reason]}, "InvalidOpcode", "reason")
+    # submit_many_jobs answers per job: the malformed one is refused, not a crash of the call.
+    answer = lconn.call(
+        frame(
+            "submit_many_jobs",
+            {"jobs": [[bad_status], [{**bad_status, "depends": [[1, [{}]]]}]]},
+            9,
+        )
+    )
+    assert answer["id"] == 9 and [ok for ok, _ in answer["result"]] == [False, False], answer
     assert "internal error" not in luxid.log()
 
 
@@ -236,7 +245,18 @@ opcodes = st.fixed_dictionaries(
         "duration": st.one_of(st.floats(0, 0.01), json_values),
         "on_nodes": json_values,
         "priority": st.one_of(st.integers(-25, 25), json_values),
-        "depends": st.lists(st.tuples(st.integers(-3, 3), json_values).map(list), max_size=2),
+        "depends": st.lists(
+            st.tuples(
+                st.integers(-3, 3),
+                st.one_of(
+                    st.lists(
+                        st.one_of(st.sampled_from(["success", "error"]), json_values), max_size=2
+                    ),
+                    json_values,
+                ),
+            ).map(list),
+            max_size=2,
+        ),
         "reason": json_values,
         "comment": json_values,
     },
