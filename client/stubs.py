@@ -9,10 +9,11 @@ in its declaration is sent again when the connection broke while it waited.
 
 A daemon restart (SPEC §10) is ridden out: once a stub has reached its daemon, it keeps
 reconnecting with a back-off for `patience` seconds (default minutes, what a job process
-needs; the interactive `lw` passes a short one; `expect_daemon` makes even the first
-connection wait so, for a job process whose daemon must be there), then re-sends what never reached the
-daemon and what its declaration marks safe to re-send, and only then gives up with a
-ConnectionError that names the daemon and how long it waited.
+needs; the interactive `lw` passes a short one), re-identifies, re-sends what never
+reached the daemon and what its declaration marks safe to re-send, and only then gives up
+with a ConnectionError that names the daemon and how long it waited.  `expect_daemon`
+makes even the first connection wait so, for a caller whose daemon must be there (a job
+process); otherwise a daemon never reached fails at once ("is it running?").
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+"""What --event-loop accepts."""
+
 
 class SocketBusy(Exception):
     """Another live daemon serves this socket path."""
@@ -127,9 +130,6 @@ def claim_socket(path: Path) -> IO[bytes]:
         finally:
             probe.close()
     return lock
-
-
-EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 
 def install_event_loop_policy(choice: str = "auto") -> str:
