@@ -40,18 +40,43 @@ Serial = Annotated[int, Meta(ge=0)]
 def check_numbers(method: str, params: dict[str, Any]) -> None:
     """InvalidParams naming the first integer beyond signed 64 bits or non-finite float."""
     for name, value in params.items():
-        problem = _first_bad(value, name)
-        if problem is not None:
-            path, why = problem
+        if type(value) is str:
+            continue
+        try:
+            fine = _fine(value)
+        except RecursionError:
+            fine = False
+        if not fine:
+            path, why = _first_bad(value, name)
             raise InvalidParams(f"{method}: param `{path}`: {why}", {"param": name})
 
 
-def _first_bad(value: Any, path: str) -> tuple[str, str] | None:
-    """(path, why) of the first bad number inside `value`, or None."""
+def _fine(value: Any) -> bool:
+    """Whether every number inside `value` may be sent (the fast path: no paths built;
+    plain loops, as this runs on every call)."""
+    kind = type(value)
+    if kind is int:
+        return INT64_MIN <= value <= INT64_MAX
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list:
+        for item in value:
+            if type(item) is not str and not _fine(item):
+                return False
+    elif kind is dict:
+        for item in value.values():
+            if type(item) is not str and not _fine(item):
+                return False
+    return True
+
+
+def _first_bad(value: Any, path: str) -> tuple[str, str]:
+    """(path, why) of the first bad number inside a value `_fine` refused."""
     try:
-        return _walk(value, path)
+        found = _walk(value, path)
     except RecursionError:
-        return path, "nested too deeply"
+        found = None
+    return found or (path, "nested too deeply")
 
 
 def _walk(value: Any, path: str) -> tuple[str, str] | None:
@@ -62,19 +87,12 @@ def _walk(value: Any, path: str) -> tuple[str, str] | None:
         return path, f"integer {_short(value)} does not fit in signed 64 bits"
     if kind is float:
         return None if math.isfinite(value) else (path, f"number {value} is not finite")
-    if kind is list:
-        for i, item in enumerate(value):
-            if type(item) is not str:
-                found = _walk(item, f"{path}[{i}]")
-                if found is not None:
-                    return found
-        return None
-    if kind is dict:
-        for key, item in value.items():
-            if type(item) is not str:
-                found = _walk(item, f"{path}.{key}")
-                if found is not None:
-                    return found
+    items = enumerate(value) if kind is list else value.items() if kind is dict else ()
+    for key, item in items:
+        if type(item) is not str:
+            found = _walk(item, f"{path}[{key}]" if kind is list else f"{path}.{key}")
+            if found is not None:
+                return found
     return None
 
 
