@@ -6,6 +6,7 @@ Besides the job-queue methods of §6.2 it declares `job_report`, the channel a j
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import msgspec
@@ -31,8 +32,9 @@ from client.vocabulary import FinalizedStatus
 Opcode = dict[str, Any]
 # A job's opcodes, their common params checked at the edge (InvalidOpcode names them).
 Job = Annotated[list[Opcode], declare.Check(check_opcodes)]
-# What results hold are JSON arrays, so lists (SPEC §3.2), of a fixed length:
-LogEntry = Annotated[list[Any], Meta(min_length=4, max_length=4)]
+# Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
+# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+LogEntry = Annotated[Sequence[Any], Meta(min_length=4, max_length=4)]
 """[serial, timestamp, type, message]"""
 Verdict = Annotated[list[bool | str], Meta(min_length=2, max_length=2)]
 """[done, message] of cancel_job and change_job_priority."""
@@ -44,7 +46,7 @@ class JobChange(msgspec.Struct, frozen=True):
     """What wait_for_job_change answers when something changed."""
 
     values: list[Any]
-    log: list[LogEntry]
+    log: Sequence[LogEntry]
 
 
 class QueueInfo(msgspec.Struct, frozen=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -28,12 +29,13 @@ from client.vocabulary import Mode, RequestMode
 
 # A lock request: [[lock, mode], ...] with lock "<level>/<name>" (SPEC §4.1).
 LockRequest = list[tuple[str, RequestMode]]
-# What results hold are JSON arrays, so lists (SPEC §3.2), of a fixed length:
-LockPair = Annotated[list[str], Meta(min_length=2, max_length=2)]
+# Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
+# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+LockPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
 """[lock, mode] in a result."""
-ReservationPair = Annotated[list[str], Meta(min_length=2, max_length=2)]
+ReservationPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
 """[namespace, value] of one client's reservation."""
-Reservation = Annotated[list[str], Meta(min_length=3, max_length=3)]
+Reservation = Annotated[Sequence[str], Meta(min_length=3, max_length=3)]
 """[client_id, namespace, value]."""
 Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
 
@@ -70,7 +72,7 @@ class PendingInfo(msgspec.Struct, frozen=True):
 
     client_id: str
     priority: int
-    request: list[LockPair]
+    request: Sequence[LockPair]
     since: float
 
 
@@ -89,8 +91,8 @@ class ClientInfo(msgspec.Struct, frozen=True):
     name: str | None
     pid: int
     start_time: float
-    locks: list[LockPair]
-    reservations: list[ReservationPair]
+    locks: Sequence[LockPair]
+    reservations: Sequence[ReservationPair]
     connections: int
     pending: PendingInfo | None
 
