@@ -38,6 +38,8 @@ RETRY_MIN, RETRY_MAX = 0.02, 1.0
 # How long a job process waits for an unreachable luxid (seconds; see JobRunner.report).
 HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
 JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
+# How long the final release of locks and reservations may wait for wconfd (seconds).
+CLEANUP_PATIENCE = 10.0
 FinishStatus = Literal["success", "error", "canceled"]
 
 
@@ -140,13 +142,18 @@ class JobRunner:
         return await self.report(Finish(index=index, status=status, result=result))
 
     async def _cleanup(self) -> None:
-        """Release what wconfd holds for the job and close the connections."""
+        """Release what wconfd holds for the job and close the connections.
+
+        Bounded by CLEANUP_PATIENCE, not the stub's patience: the job's outcome is reported
+        already, and wconfd releases everything of a process that has exited anyway.
+        """
         try:
-            await self.locks.free()
-            if self.reserved:
-                await self.wconfd.release_reservations()
-        except errors.RpcError as exc:
-            log.warning("job %d: cleanup: %s (wconfd releases at exit)", self.job_id, exc)
+            async with asyncio.timeout(CLEANUP_PATIENCE):
+                await self.locks.free()
+                if self.reserved:
+                    await self.wconfd.release_reservations()
+        except (errors.RpcError, TimeoutError) as exc:
+            log.warning("job %d: cleanup: %r (wconfd releases at exit)", self.job_id, exc)
         await self.luxi.close()
         await self.wconfd.close()
 
