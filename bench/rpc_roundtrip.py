@@ -1,13 +1,16 @@
-"""`ping` round trips/s from one synchronous client: wconfd vs a bare asyncio echo server.
+"""`ping` round trips/s from one synchronous client: wconfd vs a bare asyncio echo server,
+with wconfd on asyncio's own event loop and on uvloop.
 
-Both servers get the identical request frame from the identical minimal client loop, in
-the same run, alternating rounds so machine noise hits both; the figure is the ratio of
-medians (target >= 0.6, SPEC §11).  The stub's own rate (WConfdClient.ping) is reported
-too, to show what a Python caller sees.
+All servers get the identical request frame from the identical minimal client loop, in
+the same run, alternating rounds so machine noise hits all; the figure is the ratio of
+medians (target >= 0.7, SPEC §11).  The stub's own rate (WConfdClient.ping) is reported
+too, to show what a Python caller sees, and durable lock cycles/s (bench/locks.py's single
+client) on each loop: the numbers that decide whether uvloop is a default dependency.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import statistics
@@ -22,6 +25,7 @@ from pathlib import Path
 sys.path.append(sys.path.pop(0))
 
 from _util import daemon, wait_for_socket
+from locks import single_client
 
 from client import WConfdClient
 
@@ -44,6 +48,8 @@ asyncio.run(main(sys.argv[1]))
 FRAME = b'{"jsonrpc":"2.0","method":"ping","id":1}\n'
 ROUND_SECONDS = 1.0
 ROUNDS = 5
+LOCK_ROUNDS = 3
+LOOPS = ("asyncio", "uvloop")
 
 
 def rate(path: Path, seconds: float) -> float:
@@ -78,36 +84,41 @@ def stub_rate(path: Path, seconds: float) -> float:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp, daemon("wconfd") as (run, _):
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="lwbench-"))
+        wconfd = {
+            loop: stack.enter_context(daemon("wconfd", "--event-loop", loop))[0] / "wconfd.sock"
+            for loop in LOOPS
+        }
         echo_path = Path(tmp) / "echo.sock"
         echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_path)])
-        try:
-            wait_for_socket(echo_path, echo)
-            wconfd_path = run / "wconfd.sock"
-            rate(wconfd_path, 0.3)  # warm-up
-            rate(echo_path, 0.3)
-            lw, ref = [], []
-            for _ in range(ROUNDS):
-                lw.append(rate(wconfd_path, ROUND_SECONDS))
-                ref.append(rate(echo_path, ROUND_SECONDS))
-            stub = stub_rate(wconfd_path, ROUND_SECONDS)
-        finally:
-            echo.terminate()
-            echo.wait(5)
-    wconfd_rps, echo_rps = statistics.median(lw), statistics.median(ref)
-    print(
-        json.dumps(
-            {
-                "bench": "rpc_roundtrip",
-                "wconfd_ping_per_s": round(wconfd_rps),
-                "echo_per_s": round(echo_rps),
-                "ratio": round(wconfd_rps / echo_rps, 3),
-                "target_ratio": 0.6,
-                "stub_ping_per_s": round(stub),
-                "rounds": ROUNDS,
-            }
-        )
-    )
+        stack.callback(echo.wait, 5)
+        stack.callback(echo.terminate)
+        wait_for_socket(echo_path, echo)
+        servers = {**{f"wconfd_{loop}": path for loop, path in wconfd.items()}, "echo": echo_path}
+        pings: dict[str, list[float]] = {name: [] for name in servers}
+        for path in servers.values():
+            rate(path, 0.3)  # warm-up
+        for _ in range(ROUNDS):
+            for name, path in servers.items():
+                pings[name].append(rate(path, ROUND_SECONDS))
+        cycles: dict[str, list[float]] = {loop: [] for loop in LOOPS}
+        for _ in range(LOCK_ROUNDS):
+            for loop, path in wconfd.items():
+                cycles[loop].append(single_client(path))
+        stub = {loop: stub_rate(path, ROUND_SECONDS) for loop, path in wconfd.items()}
+    ping = {name: statistics.median(rates) for name, rates in pings.items()}
+    lock = {loop: statistics.median(rates) for loop, rates in cycles.items()}
+    out: dict[str, object] = {"bench": "rpc_roundtrip", "echo_per_s": round(ping["echo"])}
+    for loop in LOOPS:
+        out[f"wconfd_ping_per_s_{loop}"] = round(ping[f"wconfd_{loop}"])
+        out[f"ratio_{loop}"] = round(ping[f"wconfd_{loop}"] / ping["echo"], 3)
+        out[f"stub_ping_per_s_{loop}"] = round(stub[loop])
+        out[f"lock_cycles_per_s_{loop}"] = round(lock[loop])
+    out["uvloop_gain_ping"] = round(ping["wconfd_uvloop"] / ping["wconfd_asyncio"], 3)
+    out["uvloop_gain_lock_cycles"] = round(lock["uvloop"] / lock["asyncio"], 3)
+    out.update(target_ratio=0.7, rounds=ROUNDS, lock_rounds=LOCK_ROUNDS)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

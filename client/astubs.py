@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 from client import errors
 from client.api.declare import Api, MethodSpec
 from client.protocol import Response, decode_response
-from client.stubs import _RETRY_PAUSE, RECONNECT_WINDOW, _Broken, _StubBase
+from client.stubs import (
+    _BACKOFF_MAX,
+    _BACKOFF_MIN,
+    _RETRY_PAUSE,
+    DEFAULT_PATIENCE,
+    _Broken,
+    _StubBase,
+)
 
 
 class AsyncStub(_StubBase):
@@ -28,14 +35,18 @@ class AsyncStub(_StubBase):
         def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]: ...
 
     def __init__(
-        self, socket_path: str | os.PathLike[str] | None = None, *, timeout: float = 60.0
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 60.0,
+        patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout)
+        super().__init__(socket_path, timeout, patience, expect_daemon)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[Response]] = {}
         self._connecting: asyncio.Lock | None = None
-        self._was_connected = False
 
     async def close(self) -> None:
         """Close the connection; calls in flight fail with ConnectionError."""
@@ -74,8 +85,9 @@ class AsyncStub(_StubBase):
             return self._writer
 
     async def _open(self) -> None:
-        deadline = time.monotonic() + (RECONNECT_WINDOW if self._was_connected else 0.0)
-        delay = 0.01
+        started = time.monotonic()
+        deadline = self._connect_deadline()
+        delay = _BACKOFF_MIN
         while True:
             try:
                 reader, writer = await asyncio.open_unix_connection(
@@ -83,10 +95,11 @@ class AsyncStub(_StubBase):
                 )
                 break
             except OSError as exc:
-                if time.monotonic() + delay > deadline:
-                    raise self._unreachable(exc) from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(exc, time.monotonic() - started) from None
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, _BACKOFF_MAX)
         self._writer = writer
         self._was_connected = True
         self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))

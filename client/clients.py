@@ -12,7 +12,7 @@ from typing import Any
 
 from client.api.luxi import LuxiApi
 from client.api.wconfd import Identity, WConfdApi
-from client.stubs import SyncStub
+from client.stubs import DEFAULT_PATIENCE, SyncStub
 
 
 class _Identifies:
@@ -28,8 +28,12 @@ class _Identifies:
         job_id: int | None = None,
         name: str | None = None,
         timeout: float = 60.0,
+        patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout=timeout)  # type: ignore[call-arg]
+        super().__init__(  # type: ignore[call-arg]
+            socket_path, timeout=timeout, patience=patience, expect_daemon=expect_daemon
+        )
         self.job_id = job_id
         self.name = name
         self.client_id: str | None = None

@@ -44,7 +44,9 @@ class Response(msgspec.Struct, omit_defaults=True):
 
 
 _encoder = msgspec.json.Encoder()
-_request_decoder = msgspec.json.Decoder()
+# A float literal beyond a double (1e400) becomes an infinity, so that the param check
+# (client.api.numbers) answers it as InvalidParams with the request's id, not ParseError.
+_request_decoder = msgspec.json.Decoder(float_hook=float)
 _response_decoder = msgspec.json.Decoder(Response)
 
 

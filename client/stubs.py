@@ -6,6 +6,14 @@ the stub with the same parameters.  Results are decoded with the declared result
 error responses raise the `client.errors` class named by `data.type`.  A broken
 connection is reopened (and re-identified) on the next call; a call marked `reissue`
 in its declaration is sent again when the connection broke while it waited.
+
+A daemon restart (SPEC §10) is ridden out: once a stub has reached its daemon, it keeps
+reconnecting with a back-off for `patience` seconds (default minutes, what a job process
+needs; the interactive `lw` passes a short one), re-identifies, re-sends what never
+reached the daemon and what its declaration marks safe to re-send, and only then gives up
+with a ConnectionError that names the daemon and how long it waited.  `expect_daemon`
+makes even the first connection wait so, for a caller whose daemon must be there (a job
+process); otherwise a daemon never reached fails at once ("is it running?").
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from client.api.declare import Api, MethodSpec
 from client.protocol import Response, decode_response, encode
 
 _RECV = 256 * 1024
-# How long a stub keeps trying to reconnect to a daemon it was connected to (a restart).
-RECONNECT_WINDOW = 10.0
+# How long a stub keeps trying to reach a daemon it was connected to (a restart), unless
+# told otherwise: minutes, so a job rides out a restart however slow (SPEC §10).
+DEFAULT_PATIENCE = 300.0
+# Back-off between two connection attempts while the daemon is away.
+_BACKOFF_MIN, _BACKOFF_MAX = 0.01, 0.5
 # The longest timeout a socket accepts (threading.TIMEOUT_MAX bounds it on every platform).
 _MAX_SOCKET_TIMEOUT = threading.TIMEOUT_MAX
 # Pause between two tries of a call whose connection broke.
@@ -51,10 +62,21 @@ class _StubBase:
     _daemon: ClassVar[str] = "daemon"
     _decoders: ClassVar[dict[str, msgspec.json.Decoder[Any]]]
 
-    def __init__(self, socket_path: str | os.PathLike[str] | None, timeout: float) -> None:
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None,
+        timeout: float,
+        patience: float,
+        expect_daemon: bool,
+    ) -> None:
         self.socket_path = Path(socket_path) if socket_path else self._default_path()
         self.timeout = timeout
+        self.patience = patience
         self._ids = itertools.count(1)
+        # Whether an unreachable daemon is one restarting (wait `patience`) rather than
+        # one not running at all (fail at once): true once reached, or from the start for
+        # a caller whose daemon must exist (a job process, started by luxid).
+        self._was_connected = expect_daemon
 
     @classmethod
     def _default_path(cls) -> Path:
@@ -98,22 +120,33 @@ class _StubBase:
         """Until when a call whose connection broke may be retried; raises if it may not.
 
         A request that never reached the daemon is always safe to send again; one that
-        did only if its declaration says `reissue`.  Retries stop after RECONNECT_WINDOW.
+        did only if its declaration says `reissue`.  Retries stop after `patience`.
         """
         if broken.sent and not spec.options.reissue:
-            raise self._unreachable(broken.cause) from None
+            raise errors.ConnectionError(
+                f"{spec.name}: the connection to {self._daemon} at {self.socket_path} broke "
+                f"before the answer ({broken.cause}); it may or may not have been applied, "
+                "so it is not sent again: check, then retry"
+            ) from None
         now = time.monotonic()
         if deadline is None:
-            deadline = now + RECONNECT_WINDOW
+            deadline = now + self.patience
         if now > deadline:
-            raise self._unreachable(broken.cause) from None
+            raise self._unreachable(broken.cause, self.patience) from None
         return deadline
 
-    def _unreachable(self, cause: BaseException) -> errors.ConnectionError:
+    def _connect_deadline(self) -> float:
+        """Until when to try connecting: at once for a first connection (is the daemon
+        there at all?), `patience` once the daemon has been reached (a restart)."""
+        return time.monotonic() + (self.patience if self._was_connected else 0.0)
+
+    def _unreachable(self, cause: BaseException, waited: float = 0.0) -> errors.ConnectionError:
+        after = f" after waiting {waited:.0f} s" if waited else ""
         return errors.ConnectionError(
-            f"cannot reach {self._daemon} at {self.socket_path}: {cause}; is it running? "
-            f"(start it with `lw up`, `lw-{self._daemon}` or "
-            f"`systemctl start lockwarden-{self._daemon}`)"
+            f"cannot reach {self._daemon} at {self.socket_path}{after}: {cause}; is it "
+            f"running? (start it with `lw up`, `lw-{self._daemon}` or "
+            f"`systemctl start lockwarden-{self._daemon}`)",
+            {"daemon": self._daemon, "waited": round(waited, 3)},
         )
 
     def _identify_params(self) -> dict[str, Any] | None:
@@ -130,13 +163,17 @@ class SyncStub(_StubBase):
             cls._bind_api(api, _sync_method)
 
     def __init__(
-        self, socket_path: str | os.PathLike[str] | None = None, *, timeout: float = 60.0
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 60.0,
+        patience: float = DEFAULT_PATIENCE,
+        expect_daemon: bool = False,
     ) -> None:
-        super().__init__(socket_path, timeout)
+        super().__init__(socket_path, timeout, patience, expect_daemon)
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._pid = os.getpid()
-        self._was_connected = False
 
     def close(self) -> None:
         """Close the connection (the next call opens a new one)."""
@@ -157,8 +194,9 @@ class SyncStub(_StubBase):
             self.close()
 
     def _connect(self) -> None:
-        deadline = time.monotonic() + (RECONNECT_WINDOW if self._was_connected else 0.0)
-        delay = 0.01
+        started = time.monotonic()
+        deadline = self._connect_deadline()
+        delay = _BACKOFF_MIN
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -167,10 +205,11 @@ class SyncStub(_StubBase):
                 break
             except OSError as exc:
                 sock.close()
-                if time.monotonic() + delay > deadline:
-                    raise self._unreachable(exc) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(exc, time.monotonic() - started) from None
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, _BACKOFF_MAX)
         self._sock = sock
         self._buf.clear()
         self._was_connected = True

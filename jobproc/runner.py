@@ -119,8 +119,12 @@ class JobRunner:
     ) -> None:
         self.job_id = job_id
         self.loop = loop
-        self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir))
-        self.wconfd = AsyncWConfdClient(paths.wconfd_socket(run_dir), job_id=job_id)
+        # luxid: `report` decides how long to wait (HELLO_PATIENCE, JOB_PATIENCE).  wconfd
+        # must exist while a job runs: its stub waits out a restart, even at the start.
+        self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir), patience=HELLO_PATIENCE)
+        self.wconfd = AsyncWConfdClient(
+            paths.wconfd_socket(run_dir), job_id=job_id, expect_daemon=True
+        )
         self.signals = JobSignals()
         self.locks = LockTaker(self.wconfd, self.signals, self.report, self.wait)
         self.timeline = timeline

@@ -1,6 +1,6 @@
 """HTTP Basic authentication against the `rapi_users` file (SPEC §8.2).
 
-The file's format belongs to `client.cli.rapi_users` (`lw rapi-user` writes it); this module
+The file's format belongs to `client.rapi_users` (`lw rapi-user` writes it); this module
 reads it, rereads it whenever it changes (mtime, size or inode), and checks credentials.
 scrypt is deliberately slow, so checks run in a worker thread and a successful check is
 remembered (keyed by an HMAC with a per-process random key, never the password itself)
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from client.cli.rapi_users import User, parse_users, verify_password
+from client.rapi_users import User, parse_users, verify_password
 
 log = logging.getLogger(__name__)
 

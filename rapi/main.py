@@ -11,7 +11,6 @@ from pathlib import Path
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, paths, rapi_endpoint
-from client.cli.rapi_users import users_path
 from client.daemon import sdnotify
 from client.daemon.runner import (
     add_log_level,
@@ -19,12 +18,14 @@ from client.daemon.runner import (
     setup_logging,
     wait_for_stop_signal,
 )
+from client.rapi_users import users_path
 from rapi import observe
 from rapi.app import make_app
 from rapi.auth import Authorizer, UsersFile
 from rapi.routing import Backend
 
 log = logging.getLogger("rapi")
+RPC_PATIENCE = 10.0  # seconds a request waits for a restarting daemon
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,8 +82,10 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     run = paths.run_dir(args.run_dir)
     state = paths.state_dir(args.state_dir)
     backend = Backend(
-        luxi=AsyncLuxiClient(run / paths.LUXID_SOCKET),
-        wconfd=AsyncWConfdClient(run / paths.WCONFD_SOCKET, name="lw-rapi"),
+        # An HTTP request waits out a daemon restart briefly, never the stubs' default
+        # minutes: a client would rather have a 502 and retry.
+        luxi=AsyncLuxiClient(run / paths.LUXID_SOCKET, patience=RPC_PATIENCE),
+        wconfd=AsyncWConfdClient(run / paths.WCONFD_SOCKET, name="lw-rapi", patience=RPC_PATIENCE),
     )
     users = UsersFile(users_path(state))
     users.users()  # read (and report problems) at start-up

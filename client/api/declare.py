@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from client.api.numbers import check_numbers
 from client.errors import InvalidParams, RpcError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,8 +44,12 @@ def rpc(
 
     `errors` lists the typed errors it may raise (besides the protocol ones).
     `identified=False` lets it run before `identify` (wconfd).  `reissue=True` lets a
-    stub send it again when the connection broke while waiting for the answer (safe
-    for reads and for requests that are withdrawn when the connection closes).
+    stub send it again when the connection broke while waiting for the answer, e.g. across
+    a daemon restart (SPEC §10).  Declare it only where sending twice ends as sending once:
+    reads; requests withdrawn when the connection closes (a lock wait); calls that set a
+    state rather than step it (acquire these pairs, free, intersect, downgrade, release a
+    reservation: applied again against the restored table they change nothing more); and
+    job reports, which luxid deduplicates by opcode index and log sequence.
     """
 
     def mark(func: F) -> F:
@@ -52,6 +57,17 @@ def rpc(
         return func
 
     return mark
+
+
+@dataclass(frozen=True)
+class Check:
+    """`Annotated` metadata for a param: a check its value must pass beyond its type.
+
+    `func` gets the decoded value and raises a typed error (e.g. InvalidOpcode) naming what
+    is wrong; it runs at the edge, after the type and range checks, before the method.
+    """
+
+    func: Callable[[Any], None]
 
 
 @dataclass(frozen=True)
@@ -66,11 +82,13 @@ class MethodSpec:
     params: type[msgspec.Struct]
     result_type: Any
     options: RpcOptions
+    checks: tuple[tuple[str, Callable[[Any], None]], ...] = ()
 
     def decode_params(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Turn JSON params (by position or by name) into the params Struct.
 
-        Raises InvalidParams naming the parameter that is missing, unknown or ill-typed.
+        Raises InvalidParams naming the parameter that is missing, unknown, ill-typed, out
+        of its declared range, or holding a number beyond signed 64 bits or not finite.
         """
         if args:
             if kwargs:
@@ -81,13 +99,17 @@ class MethodSpec:
                     f"({', '.join(self.param_names) or 'none'}), got {len(args)}"
                 )
             kwargs = dict(zip(self.param_names, args, strict=False))
+        check_numbers(self.name, kwargs)
         try:
-            return msgspec.convert(kwargs, self.params, strict=True)
+            params = msgspec.convert(kwargs, self.params, strict=True)
         except msgspec.ValidationError as exc:
             text, param = _name_the_param(str(exc))
             raise InvalidParams(
                 f"{self.name}: {text}", {"param": param} if param else None
             ) from None
+        for name, check in self.checks:
+            check(getattr(params, name))
+        return params
 
     def encode_params(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a stub call's arguments to parameter names (only the ones given)."""
@@ -125,15 +147,18 @@ def _name_the_param(message: str) -> tuple[str, str | None]:
 
 
 def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> MethodSpec:
-    hints = typing.get_type_hints(func)
+    hints = typing.get_type_hints(func, include_extras=True)
     signature = inspect.signature(func)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    checks: list[tuple[str, Callable[[Any], None]]] = []
     required: set[str] = set()
     defaults: dict[str, Any] = {}
     names: list[str] = []
     for pname, param in list(signature.parameters.items())[1:]:  # skip self
         annotation = hints.get(pname, Any)
         names.append(pname)
+        metadata = getattr(annotation, "__metadata__", ())
+        checks += [(pname, m.func) for m in metadata if isinstance(m, Check)]
         if param.default is inspect.Parameter.empty:
             fields.append((pname, annotation))
             required.add(pname)
@@ -150,6 +175,7 @@ def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> Method
         params=params,
         result_type=hints.get("return", Any),
         options=options,
+        checks=tuple(checks),
     )
 
 

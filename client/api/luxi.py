@@ -6,12 +6,17 @@ Besides the job-queue methods of §6.2 it declares `job_report`, the channel a j
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
+from client.api import declare, numbers
 from client.api.common import CommonApi
 from client.api.declare import rpc
+from client.api.numbers import Count, JobId, Seconds
+from client.api.opcodes import check_opcodes
 from client.errors import (
     FilterError,
     InvalidOpcode,
@@ -21,18 +26,27 @@ from client.errors import (
     QueueDrained,
     StorageError,
 )
+from client.vocabulary import FinalizedStatus
 
 # An opcode: {"OP_ID": "OP_…", <params>…, priority?, depends?, reason?, comment?}.
 Opcode = dict[str, Any]
-# [serial, timestamp, type, message]
-LogEntry = tuple[int, float, str, Any]
+# A job's opcodes, their common params checked at the edge (InvalidOpcode names them).
+Job = Annotated[list[Opcode], declare.Check(check_opcodes)]
+# Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
+# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+LogEntry = Annotated[Sequence[Any], Meta(min_length=4, max_length=4)]
+"""[serial, timestamp, type, message]"""
+Verdict = Annotated[list[bool | str], Meta(min_length=2, max_length=2)]
+"""[done, message] of cancel_job and change_job_priority."""
+SubmitOutcome = Annotated[list[bool | int | str], Meta(min_length=2, max_length=2)]
+"""[true, job_id] or [false, message] per job of submit_many_jobs."""
 
 
 class JobChange(msgspec.Struct, frozen=True):
     """What wait_for_job_change answers when something changed."""
 
     values: list[Any]
-    log: list[LogEntry]
+    log: Sequence[LogEntry]
 
 
 class QueueInfo(msgspec.Struct, frozen=True):
@@ -59,26 +73,26 @@ class Hello(msgspec.Struct, frozen=True, tag="hello", tag_field="event"):
 class Check(msgspec.Struct, frozen=True, tag="check", tag_field="event"):
     """Something may have changed (SIGUSR1, a lock-wait timeout): what should I do now?"""
 
-    index: int
+    index: Count
 
 
 class Waiting(msgspec.Struct, frozen=True, tag="waiting", tag_field="event"):
     """Opcode `index` waits for its locks (its status becomes `waiting`)."""
 
-    index: int
+    index: Count
 
 
 class Running(msgspec.Struct, frozen=True, tag="running", tag_field="event"):
     """Opcode `index` holds its locks: may it run?  (Its status becomes `running`.)"""
 
-    index: int
+    index: Count
 
 
 class Log(msgspec.Struct, frozen=True, tag="log", tag_field="event"):
     """A log entry of opcode `index`; `seq` counts the opcode's entries from 0 (dedup)."""
 
-    index: int
-    seq: int
+    index: Count
+    seq: Count
     type: str
     message: Any
 
@@ -86,15 +100,15 @@ class Log(msgspec.Struct, frozen=True, tag="log", tag_field="event"):
 class Priority(msgspec.Struct, frozen=True, tag="priority", tag_field="event"):
     """The lock-timeout strategy raised opcode `index`'s priority to `priority`."""
 
-    index: int
-    priority: int
+    index: Count
+    priority: numbers.Priority
 
 
 class Finish(msgspec.Struct, frozen=True, tag="finish", tag_field="event"):
     """Opcode `index` ended: success (result), error (result = message) or canceled."""
 
-    index: int
-    status: Literal["success", "error", "canceled"]
+    index: Count
+    status: FinalizedStatus
     result: Any = None
 
 
@@ -158,12 +172,12 @@ class LuxiApi(CommonApi):
     # -- jobs ------------------------------------------------------------------------
 
     @rpc(InvalidOpcode, QueueDrained, InvalidParams, StorageError)
-    def submit_job(self, ops: list[Opcode]) -> int:
+    def submit_job(self, ops: Job) -> int:
         """Queue a job (a list of opcodes); its id.  A job a REJECT rule applies to is
         stored as canceled before this returns."""
 
     @rpc(InvalidParams, QueueDrained, StorageError)
-    def submit_many_jobs(self, jobs: list[list[Opcode]]) -> list[tuple[bool, Any]]:
+    def submit_many_jobs(self, jobs: list[list[Opcode]]) -> list[SubmitOutcome]:
         """Queue several jobs at once; per job [true, id] or [false, message]."""
 
     @rpc(InvalidParams, StorageError, reissue=True)
@@ -174,30 +188,32 @@ class LuxiApi(CommonApi):
     @rpc(NotFound, InvalidParams, StorageError, reissue=True)
     def wait_for_job_change(
         self,
-        job_id: int,
+        job_id: JobId,
         fields: list[str],
         prev_values: list[Any] | None,
         prev_log_serial: int | None,
-        timeout: float,
+        timeout: Seconds,
     ) -> JobChange | str:
         """Return as soon as the fields differ from prev_values, newer log entries exist or
         the job is finalized; "nochange" at the timeout."""
 
     @rpc(NotFound, StorageError)
-    def cancel_job(self, job_id: int, kill: bool = False) -> tuple[bool, str]:
+    def cancel_job(self, job_id: JobId, kill: bool = False) -> Verdict:
         """Cancel a job: queued or waiting at once; running at its next safe point (SIGTERM),
         or at once with `kill` (SIGKILL, the job ends in error "killed")."""
 
     @rpc(NotFound, InvalidParams, StorageError)
-    def change_job_priority(self, job_id: int, priority: int) -> tuple[bool, str]:
+    def change_job_priority(self, job_id: JobId, priority: numbers.Priority) -> Verdict:
         """Change the priority of a queued or running job's remaining opcodes."""
 
     @rpc(NotFound, StorageError)
-    def archive_job(self, job_id: int) -> bool:
+    def archive_job(self, job_id: JobId) -> bool:
         """Archive a finalized job; false if it is not finalized or already archived."""
 
     @rpc(InvalidParams, StorageError)
-    def auto_archive_jobs(self, age: float, timeout: float | None = None) -> tuple[int, int]:
+    def auto_archive_jobs(
+        self, age: float, timeout: Seconds | None = None
+    ) -> Annotated[list[int], Meta(min_length=2, max_length=2)]:
         """Archive finalized jobs that ended more than `age` seconds ago, for at most
         `timeout` seconds; [archived, remaining]."""
 
@@ -231,7 +247,7 @@ class LuxiApi(CommonApi):
     # -- job processes (SPEC §7) -----------------------------------------------------
 
     @rpc(PermissionDenied, NotFound, InvalidParams, StorageError, reissue=True)
-    def job_report(self, job_id: int, event: JobEvent) -> Directive:
+    def job_report(self, job_id: JobId, event: JobEvent) -> Directive:
         """A job process reports on its job; only the job's recorded process may call it
         (checked with SO_PEERCRED).  Answers what the job process should do next."""
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 from client.api.common import CommonApi
 from client.api.declare import rpc
+from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
     AlreadyExists,
     ConfigValidationError,
@@ -22,11 +25,18 @@ from client.errors import (
     StaleObjectError,
     StorageError,
 )
+from client.vocabulary import Mode, RequestMode
 
-Mode = Literal["shared", "exclusive"]
-RequestMode = Literal["shared", "exclusive", "release"]
 # A lock request: [[lock, mode], ...] with lock "<level>/<name>" (SPEC §4.1).
 LockRequest = list[tuple[str, RequestMode]]
+# Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
+# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+LockPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
+"""[lock, mode] in a result."""
+ReservationPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
+"""[namespace, value] of one client's reservation."""
+Reservation = Annotated[Sequence[str], Meta(min_length=3, max_length=3)]
+"""[client_id, namespace, value]."""
 Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
 
 
@@ -62,7 +72,7 @@ class PendingInfo(msgspec.Struct, frozen=True):
 
     client_id: str
     priority: int
-    request: list[tuple[str, RequestMode]]
+    request: Sequence[LockPair]
     since: float
 
 
@@ -81,8 +91,8 @@ class ClientInfo(msgspec.Struct, frozen=True):
     name: str | None
     pid: int
     start_time: float
-    locks: list[tuple[str, Mode]]
-    reservations: list[tuple[str, str]]
+    locks: Sequence[LockPair]
+    reservations: Sequence[ReservationPair]
     connections: int
     pending: PendingInfo | None
 
@@ -101,7 +111,7 @@ class WConfdApi(CommonApi):
 
     @rpc(IdentityMismatch, InvalidParams, identified=False)
     def identify(
-        self, job_id: int | None, pid: int, start_time: float, name: str | None = None
+        self, job_id: JobId | None, pid: int, start_time: float, name: str | None = None
     ) -> Identity:
         """Say who this connection is: a job id or a name, the pid and its start time.
 
@@ -111,7 +121,7 @@ class WConfdApi(CommonApi):
 
     # -- locks (SPEC §4) ---------------------------------------------------------------
 
-    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError)
+    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError, reissue=True)
     def try_update_locks(self, request: LockRequest) -> list[str]:
         """Apply every [lock, mode] pair atomically, or change nothing and name the blockers.
 
@@ -127,7 +137,7 @@ class WConfdApi(CommonApi):
         reissue=True,
     )
     def update_locks_waiting(
-        self, request: LockRequest, priority: int = 0, timeout: float | None = None
+        self, request: LockRequest, priority: Priority = 0, timeout: Seconds | None = None
     ) -> WaitResult:
         """Like try_update_locks, but wait in the daemon until granted or `timeout` passes.
 
@@ -137,7 +147,7 @@ class WConfdApi(CommonApi):
 
     @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError)
     def opportunistic_lock_union(
-        self, request: LockRequest, timeout: float = 0, min_count: int = 0
+        self, request: LockRequest, timeout: Seconds = 0, min_count: Count = 0
     ) -> list[str]:
         """Acquire as many of the requested locks as possible; the ones now held as asked.
 
@@ -146,22 +156,22 @@ class WConfdApi(CommonApi):
         """
 
     @rpc(reissue=True)
-    def list_locks(self) -> list[tuple[str, Mode]]:
+    def list_locks(self) -> list[LockPair]:
         """The caller's locks, in lock order."""
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, reissue=True)
     def intersect_locks(self, locks: list[str]) -> None:
         """Keep only these of the caller's locks (withdraws the caller's waiting request)."""
 
-    @rpc(StorageError)
+    @rpc(StorageError, reissue=True)
     def free_locks(self) -> None:
         """Release all the caller's locks (withdraws the caller's waiting request)."""
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, reissue=True)
     def free_locks_level(self, level: str) -> None:
         """Release the caller's locks of one level (withdraws its waiting request)."""
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, reissue=True)
     def downgrade_locks_level(self, level: str) -> None:
         """Turn the caller's exclusive locks of one level shared (withdraws its waiting request)."""
 
@@ -212,7 +222,7 @@ class WConfdApi(CommonApi):
         """Remove an object; refuses to leave dangling references."""
 
     @rpc(reissue=True)
-    def wait_config_change(self, since_serial: int, timeout: float) -> int:
+    def wait_config_change(self, since_serial: int, timeout: Seconds) -> int:
         """The config serial_no as soon as it exceeds `since_serial`, or the current one at the timeout."""
 
     # -- reservations (SPEC §5.1) -----------------------------------------------------
@@ -221,11 +231,11 @@ class WConfdApi(CommonApi):
     def reserve(self, namespace: str, value: str) -> None:
         """Reserve a value in a namespace for the caller (e.g. a MAC)."""
 
-    @rpc(StorageError)
+    @rpc(StorageError, reissue=True)
     def release_reservation(self, namespace: str, value: str) -> None:
         """Drop one of the caller's reservations."""
 
-    @rpc(StorageError)
+    @rpc(StorageError, reissue=True)
     def release_reservations(self, namespace: str | None = None) -> None:
         """Drop the caller's reservations (of one namespace, or all)."""
 
@@ -234,5 +244,5 @@ class WConfdApi(CommonApi):
         """A free MAC with the cluster's prefix, reserved for the caller in namespace `mac`."""
 
     @rpc(reissue=True)
-    def list_reservations(self) -> list[tuple[str, str, str]]:
+    def list_reservations(self) -> list[Reservation]:
         """Every reservation as [client_id, namespace, value]."""

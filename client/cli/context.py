@@ -20,6 +20,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_INTERRUPTED = 130
+# How long `lw` waits for a daemon it reached once to come back (a restart): someone is
+# waiting at the terminal, so seconds, not the minutes a job process waits.
+CLI_PATIENCE = 10.0
 
 
 class UsageError(Exception):
@@ -54,7 +57,7 @@ class Context:
         if self._luxi is None:
             from client import LuxiClient
 
-            self._luxi = LuxiClient(self.run_dir / paths.LUXID_SOCKET)
+            self._luxi = LuxiClient(self.run_dir / paths.LUXID_SOCKET, patience=CLI_PATIENCE)
         return self._luxi
 
     @property
@@ -63,7 +66,9 @@ class Context:
         if self._wconfd is None:
             from client import WConfdClient
 
-            self._wconfd = WConfdClient(self.run_dir / paths.WCONFD_SOCKET, name="lw-cli")
+            self._wconfd = WConfdClient(
+                self.run_dir / paths.WCONFD_SOCKET, name="lw-cli", patience=CLI_PATIENCE
+            )
         return self._wconfd
 
     def out(self, text: str = "") -> None:

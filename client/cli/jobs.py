@@ -19,6 +19,7 @@ import msgspec
 
 from client.cli.context import EXIT_INTERRUPTED, EXIT_OK, Context, Failed, UsageError
 from client.cli.output import Fields, format_value, print_record, print_table
+from client.vocabulary import FINALIZED_STATUSES
 
 JOB_FIELDS = Fields(
     known=[
@@ -44,7 +45,6 @@ JOB_FIELDS = Fields(
     ],
     default=("id", "status", "priority", "summary"),
 )
-FINALIZED = frozenset({"success", "error", "canceled"})
 # How long one wait_for_job_change call may block before we ask again.
 WAIT_SECONDS = 30.0
 _FOLLOW_FIELDS = ["status", "pending_reason"]
@@ -119,10 +119,10 @@ def follow(ctx: Context, job_id: int, *, show_status: bool = False) -> str:
             status, pending = change.values
             # Always say why a job does not start (a PAUSE filter, a full rate-limit bucket …).
             held = status == "queued" and pending
-            if show_status or held or status in FINALIZED:
+            if show_status or held or status in FINALIZED_STATUSES:
                 ctx.note(f"job {job_id}: {status}" + (f" ({pending})" if held else ""))
             values = list(change.values)
-        if values is not None and values[0] in FINALIZED:
+        if values is not None and values[0] in FINALIZED_STATUSES:
             return str(values[0])
 
 
@@ -199,7 +199,7 @@ def job_cancel(ctx: Context, args: argparse.Namespace) -> int:
     ok, message = ctx.luxi.cancel_job(job_id=args.id, kill=args.kill)
     if not ok:
         raise Failed(f"job {args.id} not canceled: {message}")
-    ctx.out(message or f"job {args.id} canceled")
+    ctx.out(str(message) or f"job {args.id} canceled")
     return EXIT_OK
 
 
@@ -218,7 +218,7 @@ def job_priority(ctx: Context, args: argparse.Namespace) -> int:
     ok, message = ctx.luxi.change_job_priority(job_id=args.id, priority=args.priority)
     if not ok:
         raise Failed(f"priority of job {args.id} not changed: {message}")
-    ctx.out(message or f"job {args.id}: priority {args.priority}")
+    ctx.out(str(message) or f"job {args.id}: priority {args.priority}")
     return EXIT_OK
 
 

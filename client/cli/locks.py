@@ -8,18 +8,18 @@ from typing import Any
 
 from client.cli.context import EXIT_OK, Context
 from client.cli.output import Fields, print_table
+from client.vocabulary import LEVEL_INDEX, LEVELS, LOCKSET, RELEASE, LockKey
 
 LOCK_FIELDS = Fields(
     known=("name", "mode", "owners", "pending"), default=("name", "mode", "owners", "pending")
 )
-LEVELS = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
 
 
-def lock_order(name: str) -> tuple[int, int, str]:
-    """SPEC §4.1's total order: level, then the lockset before the members, then the name."""
+def lock_order(name: str) -> LockKey:
+    """SPEC §4.1's total order (the vocabulary's lock key); a name the daemon should never
+    show, with an unknown level, sorts last instead of failing the listing."""
     level, _, member = name.partition("/")
-    index = LEVELS.index(level) if level in LEVELS else len(LEVELS)
-    return (index, 0 if member == "[lockset]" else 1, member)
+    return (LEVEL_INDEX.get(level, len(LEVELS)), 0 if member == LOCKSET else 1, member)
 
 
 def lock_rows(all_locks: dict[str, Any]) -> list[list[Any]]:
@@ -35,7 +35,7 @@ def lock_rows(all_locks: dict[str, Any]) -> list[list[Any]]:
         rows[lock["name"]] = [lock["name"], mode, [o["client_id"] for o in owners], []]
     for request in all_locks["pending"]:
         for name, mode in request["request"]:
-            if mode == "release":
+            if mode == RELEASE:
                 continue
             row = rows.setdefault(name, [name, None, [], []])
             row[3].append(f"{request['client_id']}:{mode}")

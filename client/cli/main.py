@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT, PRIORITY_MAX, PRIORITY_MIN
+
 _EPILOG = """\
 exit codes: 0 done, 1 the operation or job failed (or was rejected), 2 usage error,
 3 a daemon could not be reached.
@@ -70,8 +72,8 @@ def _priority(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not -20 <= value <= 19:
-        raise argparse.ArgumentTypeError(f"{value} is outside -20..19 (lower is more urgent)")
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is outside {PRIORITY_HINT}")
     return value
 
 
@@ -92,7 +94,7 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
         "--priority",
         type=_priority,
         metavar="P",
-        help="job priority, -20 (most urgent) .. 19; default 0",
+        help=f"job priority, {PRIORITY_HINT}; default {DEFAULT_PRIORITY}",
     )
 
 
@@ -376,7 +378,7 @@ def _job_commands(b: _Builder, sub: Any) -> None:
     )
     prio = b.leaf(sub, "priority", "jobs:job_priority", "change a queued or running job's priority")
     prio.add_argument("id", type=int)
-    prio.add_argument("priority", type=_priority, help="-20 (most urgent) .. 19")
+    prio.add_argument("priority", type=_priority, help=PRIORITY_HINT)
     submit = b.leaf(
         sub,
         "submit",

@@ -1,176 +1,24 @@
-"""The RAPI users file (SPEC §8.2) and `lw rapi-user add|list|remove`.
+"""`lw rapi-user add|list|remove`: the RAPI users file (SPEC §8.2) from the command line.
 
-`rapi_users` in the state directory holds one user a line::
-
-    NAME {SCRYPT}N$r$p$SALT$KEY [write]
-
-SALT and KEY are base64; KEY is ``hashlib.scrypt(password, salt=SALT, n=N, r=r, p=p)``.
-Passwords are never stored.  Blank lines and ``#`` comments are kept as they are; lines in
-any other form are ignored (and reported) by the reader.  The third field takes Ganeti's
-comma-separated options; ``write`` grants changes, reads need only a valid user.
-
-This module is the single definition of the format: `lw rapi-user` writes it and `lw-rapi`
-reads it (`parse_users`, `verify_password`).
+The file's format and its locked, atomic editing are `client.rapi_users`'s (lw-rapi reads
+it with the same module); this module only asks for passwords and prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import contextlib
-import hashlib
-import hmac
-import os
-import re
-import secrets
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from client.cli.context import EXIT_OK, Context, Failed, UsageError
-
-USERS_FILE = "rapi_users"
-SCHEME = "{SCRYPT}"
-# scrypt cost for new hashes: 16 MiB of memory, some tens of ms per check.
-SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
-_KEY_BYTES = 32
-_SALT_BYTES = 16
-# Upper bounds on what a users file may ask for (a tampered file must not exhaust memory).
-_MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16
-NAME_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class User:
-    """One RAPI user: name, password hash (`{SCRYPT}…`), and whether it may write."""
-
-    name: str
-    secret: str
-    write: bool
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-
-
-def hash_password(password: str) -> str:
-    """A new `{SCRYPT}…` hash of `password` with a random salt."""
-    salt = secrets.token_bytes(_SALT_BYTES)
-    key = _scrypt(password, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P, _KEY_BYTES)
-    return f"{SCHEME}{SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${_b64(salt)}${_b64(key)}"
-
-
-def _scrypt(password: str, salt: bytes, n: int, r: int, p: int, dklen: int) -> bytes:
-    return hashlib.scrypt(
-        password.encode(), salt=salt, n=n, r=r, p=p, maxmem=256 * n * r * p + 2**20, dklen=dklen
-    )
-
-
-def _parse_secret(secret: str) -> tuple[int, int, int, bytes, bytes]:
-    """(n, r, p, salt, key) of a `{SCRYPT}` hash; ValueError if malformed or too costly."""
-    if not secret.startswith(SCHEME):
-        raise ValueError("not a {SCRYPT} hash")
-    parts = secret[len(SCHEME) :].split("$")
-    if len(parts) != 5:
-        raise ValueError("expected {SCRYPT}N$r$p$SALT$KEY")
-    n, r, p = (int(x) for x in parts[:3])
-    if not (1 < n <= _MAX_N and n & (n - 1) == 0 and 0 < r <= _MAX_R and 0 < p <= _MAX_P):
-        raise ValueError(f"scrypt parameters out of range: N={n} r={r} p={p}")
-    salt, key = _unb64(parts[3]), _unb64(parts[4])
-    if not salt or len(key) < 16:
-        raise ValueError("salt or key too short")
-    return n, r, p, salt, key
-
-
-def verify_password(secret: str, password: str) -> bool:
-    """Whether `password` matches the `{SCRYPT}` hash (constant-time compare)."""
-    try:
-        n, r, p, salt, key = _parse_secret(secret)
-    except ValueError:
-        return False
-    return hmac.compare_digest(_scrypt(password, salt, n, r, p, len(key)), key)
-
-
-def parse_line(line: str) -> User | None:
-    """The user on one line, None for blank and comment lines; ValueError if malformed."""
-    text = line.strip()
-    if not text or text.startswith("#"):
-        return None
-    fields = text.split()
-    if len(fields) not in (2, 3):
-        raise ValueError("expected NAME {SCRYPT}HASH [write]")
-    name, secret = fields[0], fields[1]
-    if not NAME_RE.match(name):
-        raise ValueError(f"bad user name {name!r}")
-    _parse_secret(secret)
-    options = {o.strip().lower() for o in fields[2].split(",")} if len(fields) == 3 else set()
-    unknown = options - {"write", "read"}
-    if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}")
-    return User(name, secret, "write" in options)
-
-
-def parse_users(text: str) -> tuple[dict[str, User], list[str]]:
-    """The users of a file's text, and one message per line that was ignored."""
-    users: dict[str, User] = {}
-    problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        try:
-            user = parse_line(line)
-        except ValueError as exc:
-            problems.append(f"line {number}: {exc}; line ignored")
-            continue
-        if user is not None:
-            users[user.name] = user
-    return users, problems
-
-
-def format_user(user: User) -> str:
-    """The line of a user."""
-    return f"{user.name} {user.secret}" + (" write" if user.write else "")
-
-
-def users_path(state_dir: Path) -> Path:
-    """Where the users file lives."""
-    return state_dir / USERS_FILE
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[list[str]]:
-    """The file's lines, under an exclusive lock; what the block leaves in the list is
-    written back atomically (mode 0600)."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            lines = path.read_text().splitlines()
-        except FileNotFoundError:
-            lines = []
-        before = list(lines)
-        yield lines
-        if lines != before:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write("".join(f"{line}\n" for line in lines))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-
-
-def _line_of(lines: list[str], name: str) -> int | None:
-    """The index of the user's line (comments and blank lines never match)."""
-    for index, line in enumerate(lines):
-        fields = line.split()
-        if fields and fields[0] == name:
-            return index
-    return None
+from client.rapi_users import (
+    NAME_RE,
+    User,
+    edit_users_file,
+    format_user,
+    hash_password,
+    parse_users,
+    user_line,
+    users_path,
+)
 
 
 def _read_password(args: argparse.Namespace) -> str:
@@ -197,8 +45,8 @@ def user_add(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"bad user name {args.name!r}: use letters, digits and . _ @ + -")
     user = User(args.name, hash_password(_read_password(args)), args.write)
     path = users_path(ctx.state_dir)
-    with _locked(path) as lines:
-        index = _line_of(lines, args.name)
+    with edit_users_file(path) as lines:
+        index = user_line(lines, args.name)
         if index is None:
             lines.append(format_user(user))
         else:
@@ -230,8 +78,8 @@ def user_list(ctx: Context, args: argparse.Namespace) -> int:
 def user_remove(ctx: Context, args: argparse.Namespace) -> int:
     """lw rapi-user remove NAME"""
     path = users_path(ctx.state_dir)
-    with _locked(path) as lines:
-        index = _line_of(lines, args.name)
+    with edit_users_file(path) as lines:
+        index = user_line(lines, args.name)
         if index is None:
             raise Failed(f"no RAPI user {args.name!r} in {path}")
         del lines[index]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -23,6 +22,9 @@ from client.daemon.server import RpcServer, install_eager_tasks
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
+
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+"""What --event-loop accepts."""
 
 
 class SocketBusy(Exception):
@@ -68,6 +70,13 @@ def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="period of the psutil sweep that backs pidfd watching of client or job "
         "processes (default 5)",
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=os.environ.get("LW_EVENT_LOOP", "auto"),
+        help="asyncio's own loop, uvloop, or auto: uvloop when installed "
+        "(default: $LW_EVENT_LOOP, else auto)",
     )
     add_log_level(parser)
     return parser
@@ -123,12 +132,22 @@ def claim_socket(path: Path) -> IO[bytes]:
     return lock
 
 
-def install_event_loop_policy() -> None:
-    """Use uvloop when it is installed (faster I/O); the stdlib loop otherwise."""
-    with contextlib.suppress(ImportError):
-        import uvloop
+def install_event_loop_policy(choice: str = "auto") -> str:
+    """Install the event loop `choice` names; the loop in use ("uvloop" or "asyncio").
 
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    "auto" takes uvloop when it is installed (faster I/O, see the README's dependency
+    table), else the stdlib loop; "uvloop" raises ImportError when it is not installed.
+    """
+    if choice == "asyncio":
+        return "asyncio"
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return "asyncio"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"
 
 
 async def wait_for_stop_signal() -> None:
@@ -168,7 +187,13 @@ def run_daemon(
     except (SocketBusy, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1
-    install_event_loop_policy()
+    try:
+        loop_name = install_event_loop_policy(args.event_loop)
+    except ImportError:
+        log.error("cannot start: --event-loop uvloop, but uvloop is not installed")
+        lock.close()
+        return 1
+    log.info("%s runs on the %s event loop", name, loop_name)
     try:
         asyncio.run(_with_eager_tasks(serve(socket_path, state)))
     except StartupError as exc:

@@ -235,7 +235,7 @@ def validate_opcode_common(op: Any, index: int = 0) -> None:
             ):
                 raise bad("depends", "must be a list of [job_id (≠ 0), [status…]]")
             for status in dep[1]:
-                if status not in FINALIZED:
+                if not isinstance(status, str) or status not in FINALIZED:
                     raise bad("depends", f"status {status!r} is not one of canceled/error/success")
     reason = op.get("reason")
     if reason is not None:

@@ -481,7 +481,7 @@ def test_action_syntax() -> None:
 
 
 def test_users_file_format() -> None:
-    from client.cli.rapi_users import hash_password, parse_users, verify_password
+    from client.rapi_users import hash_password, parse_users, verify_password
 
     secret = hash_password("pw")
     assert secret.startswith("{SCRYPT}16384$8$1$") and "pw" not in secret.split("$", 3)[3]

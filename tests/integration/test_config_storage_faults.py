@@ -249,7 +249,7 @@ def test_a_lock_change_that_cannot_be_journalled_is_undone(daemon_factory, flaky
         flaky.fail = code
         with pytest.raises(errors.StorageError):
             a.try_update_locks([["node/n1", "exclusive"]])
-        assert a.list_locks() == [("node/n0", "exclusive")]
+        assert a.list_locks() == [["node/n0", "exclusive"]]
         assert b.try_update_locks([["node/n1", "exclusive"]]) == []  # not blocked by a ghost
 
         async def waiter_told() -> None:
@@ -264,7 +264,7 @@ def test_a_lock_change_that_cannot_be_journalled_is_undone(daemon_factory, flaky
             await w.close()
 
         asyncio.run(waiter_told())
-        assert b.list_locks() == [("node/n1", "exclusive")]
+        assert b.list_locks() == [["node/n1", "exclusive"]]
         b.free_locks()
         assert b.list_locks() == []
         held = a.list_all_locks()

@@ -125,7 +125,7 @@ def test_reservations(cfg, wconfd):
     with pytest.raises(errors.ReservationError):
         other.reserve("mac", mac)
     me = cfg.client.client_id
-    assert sorted(cfg.client.list_reservations()) == [(me, "ip", "10.0.0.9"), (me, "mac", mac)]
+    assert sorted(cfg.client.list_reservations()) == [[me, "ip", "10.0.0.9"], [me, "mac", mac]]
     cfg.release("ip", "10.0.0.9")
     other.reserve("ip", "10.0.0.9")
     cfg.release_all()

@@ -101,7 +101,7 @@ def test_timeouts_escalate_the_priority_and_the_grant_comes(wconfd):
     # Between attempts the job holds nothing (timeouts release and start again).
     holder.free_locks()
     assert job.result() is Outcome.GRANTED
-    assert job.locks() == [("cluster/BGL", "shared"), ("node/n1", "exclusive")]
+    assert job.locks() == [["cluster/BGL", "shared"], ["node/n1", "exclusive"]]
     assert isinstance(job.reports[0], Waiting)
     priorities = [r.priority for r in job.reports if isinstance(r, Priority)]
     assert priorities[:2] == [-1, -2]

@@ -66,7 +66,7 @@ def test_kill9_restart_restores_live_holders_and_releases_dead(wconfd):
         after = locks_view(me)  # the stub reconnects and re-identifies
         expected = [(name, [o for o in owners if o[0] != c3]) for name, owners in before]
         assert after == [(n, o) for n, o in expected if o]
-        assert me.list_locks() == [("instance/i1", "exclusive")]
+        assert me.list_locks() == [["instance/i1", "exclusive"]]
         ids = {c.client_id for c in me.list_clients()}
         assert {c1, c2} <= ids and c3 not in ids
         # A restored holder still releases normally, and its waiters are served.
@@ -104,7 +104,7 @@ def test_waiting_stub_reissues_after_wconfd_restart(wconfd):
         assert holder.stdout.readline().strip() == "freed"
         thread.join(10)
         assert result["r"].granted
-        assert waiter.list_locks() == [("node/n1", "exclusive")]
+        assert waiter.list_locks() == [["node/n1", "exclusive"]]
     finally:
         holder.kill()
         holder.wait()

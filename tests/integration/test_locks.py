@@ -62,7 +62,7 @@ def test_try_update_conflicts_and_atomicity(wconfd):
     assert b.list_locks() == []  # nothing applied
     assert a.try_update_locks([["node/n1", "shared"]]) == []  # downgrade
     assert b.try_update_locks([["node/n2", "shared"], ["node/n1", "shared"]]) == []
-    assert b.list_locks() == [("node/n1", "shared"), ("node/n2", "shared")]
+    assert b.list_locks() == [["node/n1", "shared"], ["node/n2", "shared"]]
     # Lockset vs member: exclusive lockset conflicts with any member held by another.
     c = client(wconfd, "c")
     assert c.try_update_locks([["node/[lockset]", "exclusive"]]) == sorted(
@@ -109,7 +109,7 @@ def test_waiting_granted_on_release_and_timeout(wconfd):
         result = await waiter
         assert result.granted and result.blockers == []
         assert time.monotonic() - start < 0.5
-        assert await b.list_locks() == [("node/n1", "shared")]
+        assert await b.list_locks() == [["node/n1", "shared"]]
         # timeout 0 behaves as try_update_locks
         zero = await a.update_locks_waiting([["node/n1", "exclusive"]], timeout=0)
         assert zero.granted is False and zero.blockers == [b.client_id]
@@ -197,7 +197,7 @@ def test_deadlock_rule_6(wconfd):
         with pytest.raises(errors.DeadlockError) as info:
             await b.update_locks_waiting([["node/n1", "exclusive"]])
         assert info.value.code == -32012
-        assert await b.list_locks() == [("node/n1", "shared")]
+        assert await b.list_locks() == [["node/n1", "shared"]]
         await b.free_locks()
         assert (await a_wait).granted
         await a.close()
@@ -240,14 +240,14 @@ def test_intersect_free_level_and_downgrade(wconfd):
     )
     a.downgrade_locks_level("node")
     assert a.list_locks() == [
-        ("instance/i1", "exclusive"),
-        ("node/n1", "shared"),
-        ("node/n2", "shared"),
+        ["instance/i1", "exclusive"],
+        ["node/n1", "shared"],
+        ["node/n2", "shared"],
     ]
     a.intersect_locks(["instance/i1", "node/n2"])
-    assert a.list_locks() == [("instance/i1", "exclusive"), ("node/n2", "shared")]
+    assert a.list_locks() == [["instance/i1", "exclusive"], ["node/n2", "shared"]]
     a.free_locks_level("instance")
-    assert a.list_locks() == [("node/n2", "shared")]
+    assert a.list_locks() == [["node/n2", "shared"]]
     with pytest.raises(errors.InvalidParams):
         a.free_locks_level("nolevel")
 
@@ -330,7 +330,7 @@ def test_list_clients_and_cleanup(wconfd):
     a = client(wconfd, "a")
     a.try_update_locks([["node/n2", "exclusive"]])
     infos = {c.client_id: c for c in a.list_clients()}
-    assert infos[holder_id].locks == [("node/n1", "shared")]
+    assert infos[holder_id].locks == [["node/n1", "shared"]]
     assert infos[holder_id].pid == proc.pid
     assert infos[a.client_id].connections == 1
     assert infos[a.client_id].name == "a"
@@ -351,7 +351,7 @@ def test_closing_connection_keeps_locks_while_process_lives(wconfd):
     a.try_update_locks([["node/n1", "exclusive"]])
     a.close()
     other = client(wconfd, "a")  # same identity, new connection
-    assert other.list_locks() == [("node/n1", "exclusive")]
+    assert other.list_locks() == [["node/n1", "exclusive"]]
     other.free_locks()
     other.close()
     watcher = client(wconfd, "w")

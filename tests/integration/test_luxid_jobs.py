@@ -86,9 +86,9 @@ def test_invalid_opcodes_are_refused_naming_op_and_param(stack):
 
 def test_submit_many_jobs_answers_per_job(stack):
     answers = stack.lc.submit_many_jobs(jobs=[[delay()], [{"OP_ID": "OP_X"}], [delay(), delay()]])
-    assert answers[0] == (True, 1)
+    assert answers[0] == [True, 1]
     assert answers[1][0] is False and "OP_X" in answers[1][1]
-    assert answers[2] == (True, 2)
+    assert answers[2] == [True, 2]
     assert stack.wait_final(2) == "success"
 
 

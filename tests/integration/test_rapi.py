@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack, delay
 
-from client.cli.rapi_users import User, format_user, hash_password
+from client.rapi_users import User, format_user, hash_password
 
 pytestmark = pytest.mark.timeout(120)
 

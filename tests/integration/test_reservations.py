@@ -101,26 +101,26 @@ def test_conflicts_across_processes_and_listing(wconfd, holders):
     me.reserve("ip", "10.0.0.6")  # reserving one's own again is fine
     assert me.list_reservations() == sorted(
         [
-            (other.client_id, "ip", "10.0.0.5"),
-            (other.client_id, "mac", "aa:00:00:00:00:09"),  # stored lower case
-            (me.client_id, "hostname", "10.0.0.5"),
-            (me.client_id, "ip", "10.0.0.6"),
+            [other.client_id, "ip", "10.0.0.5"],
+            [other.client_id, "mac", "aa:00:00:00:00:09"],  # stored lower case
+            [me.client_id, "hostname", "10.0.0.5"],
+            [me.client_id, "ip", "10.0.0.6"],
         ]
     )
     clients = {c.client_id: c for c in me.list_clients()}
     assert clients[other.client_id].job_id == 7
     assert clients[other.client_id].pid == other.proc.pid
     assert sorted(clients[other.client_id].reservations) == [
-        ("ip", "10.0.0.5"),
-        ("mac", "aa:00:00:00:00:09"),
+        ["ip", "10.0.0.5"],
+        ["mac", "aa:00:00:00:00:09"],
     ]
     assert sorted(clients[me.client_id].reservations) == [
-        ("hostname", "10.0.0.5"),
-        ("ip", "10.0.0.6"),
+        ["hostname", "10.0.0.5"],
+        ["ip", "10.0.0.6"],
     ]
     # Releasing what one does not hold is a no-op, not someone else's loss.
     me.release_reservation("ip", "10.0.0.5")
-    assert (other.client_id, "ip", "10.0.0.5") in me.list_reservations()
+    assert [other.client_id, "ip", "10.0.0.5"] in me.list_reservations()
     me.release_reservation("ip", "10.0.0.6")
     me.release_reservations("hostname")
     assert all(owner == other.client_id for owner, _, _ in me.list_reservations())
@@ -200,12 +200,12 @@ def test_reservations_survive_a_wconfd_restart_while_their_owner_lives(wconfd, h
     assert "died while wconfd was down" in wconfd.log()
     clients = {c.client_id: c for c in me.list_clients()}
     assert sorted(clients[alive.client_id].reservations) == sorted(
-        [("ip", "10.0.0.8")] + [("mac", m) for m in alive.macs]
+        [["ip", "10.0.0.8"]] + [["mac", m] for m in alive.macs]
     )
 
     # A clean restart keeps them too; the restored owner is still watched for death.
     assert wconfd.stop() == 0
     wconfd.start()
-    assert (alive.client_id, "ip", "10.0.0.8") in me.list_reservations()
+    assert [alive.client_id, "ip", "10.0.0.8"] in me.list_reservations()
     alive.kill()
     wait_until(lambda: all(r[0] == me.client_id for r in me.list_reservations()))

@@ -180,3 +180,21 @@ def test_luxid_answers_the_common_methods(luxid, raw_factory):
     conn = raw_factory(luxid.socket)
     assert conn.call(b'{"jsonrpc":"2.0","method":"ping","id":1}\n')["result"] == "pong"
     assert conn.call(b'{"jsonrpc":"2.0","method":"version","id":2}\n')["result"]["protocol"] == 1
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_event_loop_is_chosen_by_flag_and_logged(daemon_factory, loop):
+    pytest.importorskip("uvloop")
+    daemon = daemon_factory("wconfd", "--event-loop", loop).start()
+    from client import WConfdClient
+
+    with WConfdClient(daemon.socket, name="loop") as wc:
+        assert wc.ping() == "pong"
+    assert f"runs on the {loop} event loop" in daemon.log()
+
+
+def test_auto_takes_uvloop_when_installed(daemon_factory, monkeypatch):
+    pytest.importorskip("uvloop")
+    monkeypatch.setenv("LW_EVENT_LOOP", "auto")
+    daemon = daemon_factory("wconfd").start()
+    assert "runs on the uvloop event loop" in daemon.log()

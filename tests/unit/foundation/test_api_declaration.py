@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
+from typing import Annotated
 
 import msgspec
 import pytest
 
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient, errors
-from client.api.declare import Api, rpc
+from client.api.declare import Api, Check, rpc
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
 from client.daemon.common import CommonMethods
@@ -136,3 +137,52 @@ def test_error_classes_follow_the_table():
         assert issubclass(cls, errors.RpcError)
     assert issubclass(errors.ConnectionError, errors.RpcError)
     assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 22
+
+
+def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
+    """SPEC §10: reads, lock waits, the state-setting lock and reservation calls and job
+    reports are re-sent across a restart; nothing that steps a state (submit, cancel,
+    add, reserve, generate_mac, ...) is."""
+    reads = {
+        "ping", "version", "list_locks", "list_all_locks", "list_clients", "get_config",
+        "get_object", "list_objects", "wait_config_change", "list_reservations",
+        "query_jobs", "wait_for_job_change", "query_queue_info", "query_filters",
+        "get_metrics", "query_drains", "wait_for_drain_change",
+    }  # fmt: skip
+    idempotent = {
+        "update_locks_waiting", "try_update_locks", "free_locks", "free_locks_level",
+        "intersect_locks", "downgrade_locks_level", "release_reservations",
+        "release_reservation", "job_report",
+    }  # fmt: skip
+    declared = {
+        name
+        for api in (WConfdApi, LuxiApi)
+        for name, spec in api.methods().items()
+        if spec.options.reissue
+    }
+    assert declared == reads | idempotent
+
+
+_CHECKED: list[object] = []
+
+
+def _even(value: int) -> None:
+    _CHECKED.append(value)
+    if value % 2:
+        raise errors.InvalidParams("n must be even")
+
+
+class _CheckedApi(Api):
+    @rpc()
+    def m(self, n: Annotated[int, Check(_even)]) -> None:
+        """A method with a checked param."""
+
+
+def test_a_check_annotation_runs_after_the_type_check():
+    spec = _CheckedApi.methods()["m"]
+    assert spec.decode_params([], {"n": 2}).n == 2
+    with pytest.raises(errors.InvalidParams, match="even"):
+        spec.decode_params([4 + 1], {})
+    with pytest.raises(errors.InvalidParams, match="`n`"):
+        spec.decode_params([], {"n": "x"})  # the type check comes first: _even never sees it
+    assert _CHECKED == [2, 5]

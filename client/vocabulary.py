@@ -1,0 +1,101 @@
+"""What clients and daemons must agree on, defined once (SPEC §4.1, §4.4, §6.1).
+
+Lock levels and their order, lock modes, the Big Ganeti Lock, the lockset name, how a lock
+name is parsed, formatted and ordered, the priority range, and the common opcode params.
+The API declarations (`client.api`), the stubs' callers, the `lw` commands and the
+daemons all take these from here, so a level or a range cannot differ between the side
+that sends and the side that checks.
+
+Pure and light (the standard library only), so `lw --help` pays nothing for it.  The
+msgspec forms of these for the declarations are in `client.api.numbers` (ranges) and
+`client.api.opcodes` (the common opcode params).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# -- locks (SPEC §4.1) -------------------------------------------------------------------
+
+LEVELS: Final[tuple[str, ...]] = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
+"""The lock levels, in lock order."""
+
+LEVEL_INDEX: Final[dict[str, int]] = {name: i for i, name in enumerate(LEVELS)}
+"""Level name -> its position in the lock order."""
+
+LOCKSET: Final = "[lockset]"
+"""The reserved member name meaning "all members of the level, present and future"."""
+
+BGL: Final = "cluster/BGL"
+"""The Big Ganeti Lock: the one member of the cluster level."""
+
+SHARED: Final = "shared"
+EXCLUSIVE: Final = "exclusive"
+RELEASE: Final = "release"
+MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE)
+"""The modes a lock is held in."""
+REQUEST_MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE, RELEASE)
+"""The modes of a [lock, mode] pair in a request."""
+
+Mode = Literal["shared", "exclusive"]
+RequestMode = Literal["shared", "exclusive", "release"]
+
+ORDER_HINT: Final = (
+    "cluster < instance < nodegroup < node < node-res < network, "
+    "a level's [lockset] before its members, members by name"
+)
+"""How to acquire in order, for messages that explain a LockOrderError."""
+
+LockKey = tuple[int, int, str]
+"""The sort key of a lock: (level index, 0 for the lockset / 1 for a member, name)."""
+
+
+def lock_name(level: str, member: str) -> str:
+    """The lock "<level>/<member>"; ValueError saying what is wrong with either part."""
+    if level not in LEVEL_INDEX:
+        raise ValueError(f"unknown lock level {level!r} (levels: {', '.join(LEVELS)})")
+    if not member or "/" in member:
+        raise ValueError(f"bad lock member {member!r}: must be non-empty and without '/'")
+    if level == LEVELS[0] and member not in ("BGL", LOCKSET):
+        raise ValueError(f"unknown lock {level}/{member}: the cluster level has only {BGL}")
+    return f"{level}/{member}"
+
+
+def lockset_name(level: str) -> str:
+    """The lockset of a level ("node" -> "node/[lockset]"): all its members, present and future."""
+    return lock_name(level, LOCKSET)
+
+
+def split_lock_name(name: str) -> tuple[str, str]:
+    """(level, member) of a lock name; ValueError saying what is malformed."""
+    level, sep, member = name.partition("/")
+    if not sep:
+        raise ValueError(f"malformed lock name {name!r}: expected '<level>/<name>'")
+    lock_name(level, member)
+    return level, member
+
+
+def lock_key(name: str) -> LockKey:
+    """The total-order key of a lock name (SPEC §4.1); ValueError if it is malformed."""
+    level, member = split_lock_name(name)
+    return (LEVEL_INDEX[level], 0 if member == LOCKSET else 1, member)
+
+
+# -- priorities (SPEC §4.4 rule 4, §6.1) ------------------------------------------------
+
+PRIORITY_MIN: Final = -20
+"""The most urgent priority."""
+PRIORITY_MAX: Final = 19
+"""The least urgent priority."""
+DEFAULT_PRIORITY: Final = 0
+
+PRIORITY_HINT: Final = f"{PRIORITY_MIN} (most urgent) .. {PRIORITY_MAX}"
+
+# -- jobs and opcodes (SPEC §6.1) --------------------------------------------------------
+
+FINALIZED_STATUSES: Final[tuple[str, ...]] = ("success", "error", "canceled")
+"""The statuses a job or opcode ends in (and that a dependency can wait for)."""
+FinalizedStatus = Literal["success", "error", "canceled"]
+
+COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = ("priority", "depends", "reason", "comment")
+"""Params every opcode accepts besides its own: priority, depends, reason, comment."""
