@@ -9,7 +9,6 @@ MethodNotFound, which becomes 501 Not Implemented rather than a puzzling 500.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -58,13 +57,17 @@ def _deadline(value: Any) -> float | None:
         return None
     if isinstance(value, str):
         try:
-            return parse_duration(value)
+            seconds = parse_duration(value)
         except ValueError as exc:
             raise HttpError(400, f"'deadline' parameter: {exc}") from None
-    seconds = check_param({"deadline": value}, "deadline", (int, float), None)
-    if not math.isfinite(seconds) or seconds < 0:
+        except OverflowError:  # client.durations: more digits than a float holds
+            raise HttpError(400, f"'deadline' parameter: {value[:20]!r}… is too long") from None
+    else:
+        seconds = check_param({"deadline": value}, "deadline", (int, float), None)
+    if not 0 <= seconds <= MAX_INT:  # NaN fails this too
         raise HttpError(
-            400, f"'deadline' parameter must be >= 0 seconds from now (0: now), got {value!r}"
+            400,
+            f"'deadline' parameter must be 0 (now) to {MAX_INT} seconds from now, got {value!r}",
         )
     return float(seconds)
 

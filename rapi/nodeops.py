@@ -89,7 +89,7 @@ async def put_node_role(req: Request) -> int:
     return await _submit(req, op, "nodes_name_role")
 
 
-def _check_evacuation(req: Request) -> None:
+def check_evacuation(req: Request) -> None:
     """400 for what an evacuation here cannot do (module docstring)."""
     if int_query(req, "dry-run"):
         raise HttpError(400, "dry-run is not supported for node evacuation")
@@ -122,7 +122,7 @@ def _check_evacuation(req: Request) -> None:
 
 async def post_node_evacuate(req: Request) -> int:
     """Move the node's primary instances away (OP_NODE_EVACUATE); the job id."""
-    _check_evacuation(req)
+    check_evacuation(req)
     node = await find_node(req)
     op = {"OP_ID": "OP_NODE_EVACUATE", "node_name": node["name"]}
     return await _submit(req, op, "nodes_name_evacuate")
