@@ -16,7 +16,7 @@ from client import errors
 from client.api.luxi import DrainStatus
 from client.durations import parse_duration
 from rapi.cluster import find_node, lookup_node
-from rapi.routing import HttpError, Request, body_object, check_param, int_query
+from rapi.routing import HttpError, Request, body_params, check_param, int_query
 
 T = TypeVar("T")
 
@@ -75,14 +75,7 @@ def _deadline(value: Any) -> float | None:
 def drain_params(req: Request) -> dict[str, Any]:
     """The PUT body `{"deadline", "max_parallel", "priority", "message"}` as drain_node's
     arguments; absent ones are left to drain_node's defaults; 400 for anything else."""
-    data = body_object(req)
-    for name in data:
-        if name not in DRAIN_BODY_PARAMS:
-            raise HttpError(
-                400,
-                f"Invalid body parameters: a drain doesn't support the parameter '{name}' "
-                f"(known: {', '.join(DRAIN_BODY_PARAMS)})",
-            )
+    data = body_params(req, DRAIN_BODY_PARAMS, "a drain")
     params: dict[str, Any] = {}
     if "deadline" in data:
         params["deadline"] = _deadline(data["deadline"])

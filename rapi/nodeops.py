@@ -30,7 +30,7 @@ import time
 from typing import Any, Final
 
 from rapi.cluster import find_node
-from rapi.routing import HttpError, Request, body_object, check_param, int_query
+from rapi.routing import HttpError, Request, body_params, check_param, int_query
 from rapi.shapes import node_role
 
 # Ganeti's role names, by the role letter of rlib2's N_FIELDS.
@@ -93,14 +93,7 @@ def check_evacuation(req: Request) -> None:
     """400 for what an evacuation here cannot do (module docstring)."""
     if int_query(req, "dry-run"):
         raise HttpError(400, "dry-run is not supported for node evacuation")
-    data = body_object(req)
-    for name in data:
-        if name not in EVAC_BODY_PARAMS:
-            raise HttpError(
-                400,
-                f"Invalid body parameters: node evacuation doesn't support the parameter "
-                f"'{name}' (known: {', '.join(EVAC_BODY_PARAMS)})",
-            )
+    data = body_params(req, EVAC_BODY_PARAMS, "node evacuation")
     mode = check_param(data, "mode", str, None)
     if mode is not None and mode not in EVAC_MODES:
         raise HttpError(

@@ -120,6 +120,20 @@ def body_object(req: Request) -> dict[str, Any]:
     return req.body
 
 
+def body_params(req: Request, known: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The body as a JSON object of `known` parameters only (rlib2's check); 400 naming an
+    unknown one, and `what` does not take it."""
+    data = body_object(req)
+    for name in data:
+        if name not in known:
+            raise HttpError(
+                400,
+                f"Invalid body parameters: {what} doesn't support the parameter '{name}' "
+                f"(known: {', '.join(known)})",
+            )
+    return data
+
+
 def check_param(
     data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any
 ) -> Any:
