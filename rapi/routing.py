@@ -2,7 +2,8 @@
 `HttpError`, and the request helpers of Ganeti's rlib2 (query integers, bulk, bodies).
 
 The route table itself is in `rapi.routes`; handlers are in `rapi.cluster` (cluster
-objects) and `rapi.queue` (jobs and filters); schemas in `rapi.schemas`.
+objects), `rapi.jobs` (jobs and filters), `rapi.nodeops` (Ganeti's node role and
+evacuation) and `rapi.drains` (node drains); schemas in `rapi.schemas`.
 """
 
 from __future__ import annotations
