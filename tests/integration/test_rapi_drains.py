@@ -224,8 +224,11 @@ def test_ganeti_client_sets_role_drained_and_evacuates(
     where = {i["name"]: nodes[i["primary_node"]] for i in stack.wc.list_objects("instance")}
     assert sorted(where) == [f"vm{i}" for i in range(4)]
     assert set(where.values()) <= {"n2", "n3"}  # none stays on the drained n1
+    # force and auto-promote (which guard Ganeti's candidate pool) are taken as sent
+    (back,) = ganeti(("SetNodeRole", ["n1", "regular"], {"force": True, "auto_promote": True}))
+    assert stack.wait_final(back["ok"]) == "success"
     (role,) = ganeti(("GetNodeRole", ["n1"], {}))
-    assert role == {"ok": "drained"}
+    assert role == {"ok": "regular"}
 
 
 # -- drains --------------------------------------------------------------------------------------
