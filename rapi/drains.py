@@ -39,10 +39,6 @@ async def served(method: str, call: Awaitable[T]) -> T:
         ) from None
 
 
-def _node_target(name: str) -> str:
-    return f"node/{name}"
-
-
 async def _node_name(req: Request) -> tuple[str, bool]:
     """The {name} path parameter as a node name (a uuid is resolved) and whether the node
     exists; the key as given if it does not (a drain may outlive its node)."""
@@ -82,7 +78,7 @@ def drain_params(req: Request) -> dict[str, Any]:
     if "max_parallel" in data:
         params["max_parallel"] = check_param(data, "max_parallel", int, None)
         if not 1 <= params["max_parallel"] <= MAX_INT:
-            raise HttpError(400, "'max_parallel' parameter must be at least 1")
+            raise HttpError(400, f"'max_parallel' parameter must be 1 to {MAX_INT} (moves at once)")
     if "priority" in data:
         params["priority"] = check_param(data, "priority", int, None)
         if params["priority"] not in PRIORITIES:
@@ -106,7 +102,7 @@ async def get_node_drain(req: Request) -> DrainStatus:
     name, exists = await _node_name(req)
     drains = await served("query_drains", req.backend.luxi.query_drains())
     for status in drains:
-        if status.target == _node_target(name):
+        if status.target == f"node/{name}":
             return status
     if not exists:
         raise HttpError(404, f"node '{name}' not found")
