@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from client import __version__
+from client import __version__, errors
 from client.configview import ConfigView
 from rapi.routing import HttpError, Request, bulk, uri_list
 from rapi.shapes import cluster_info, group_resource, instance_resource, node_resource
 
 RAPI_VERSION = 2
+# Ganeti's feature strings that hold here: node-evac-res1 makes Ganeti's client send
+# POST /2/nodes/<name>/evacuate with its body form and take a job id back.  The others
+# (instance-create-reqv1, instance-reinstall-reqv1, node-migrate-reqv1) name resources
+# this RAPI does not serve.
+FEATURES = ("node-evac-res1",)
 
 Shape = Callable[[ConfigView, Mapping[str, Any]], dict[str, Any]]
 # kind in the configuration document -> (label in messages, URI prefix, shape)
@@ -52,14 +57,33 @@ async def _one(req: Request, kind: str) -> dict[str, Any]:
     return shape(view, obj)
 
 
+async def lookup_node(req: Request) -> dict[str, Any] | None:
+    """The node whose name (or uuid) is the {name} path parameter; None if there is none."""
+    try:
+        node: dict[str, Any] = await req.backend.wconfd.get_object(
+            kind="node", key=req.match["name"]
+        )
+    except errors.NotFound:
+        return None
+    return node
+
+
+async def find_node(req: Request) -> dict[str, Any]:
+    """The node of the {name} path parameter; 404 if there is none."""
+    node = await lookup_node(req)
+    if node is None:
+        raise HttpError(404, f"node '{req.match['name']}' not found")
+    return node
+
+
 async def get_version(req: Request) -> int:
     """The remote API version (2)."""
     return RAPI_VERSION
 
 
 async def get_features(req: Request) -> list[str]:
-    """Optional RAPI features (none of Ganeti's apply)."""
-    return []
+    """Ganeti's optional RAPI features that this RAPI has (`FEATURES`)."""
+    return list(FEATURES)
 
 
 async def get_info(req: Request) -> dict[str, Any]:

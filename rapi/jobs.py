@@ -12,6 +12,7 @@ from rapi.routing import (
     HttpError,
     Request,
     body_object,
+    body_params,
     bulk,
     check_param,
     int_query,
@@ -97,12 +98,7 @@ async def wait_job(req: Request) -> dict[str, Any] | None:
 
 def filter_params(req: Request) -> tuple[int, list[Any], Any, list[Any]]:
     """rlib2's checkFilterParameters: priority, predicates, action, reason (with defaults)."""
-    data = body_object(req)
-    for name in data:
-        if name not in FILTER_BODY_PARAMS:
-            raise HttpError(
-                400, f"Invalid body parameters: filter rule doesn't support the parameter '{name}'"
-            )
+    data = body_params(req, FILTER_BODY_PARAMS, "filter rule")
     priority = check_param(data, "priority", int, 0)
     predicates = check_param(data, "predicates", list, [])
     action = check_param(data, "action", (str, list), "CONTINUE")

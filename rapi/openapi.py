@@ -17,6 +17,7 @@ _REASONS = {
     404: "no such object",
     409: "already exists",
     502: "a daemon (wconfd, luxid) is unreachable",
+    501: "luxid does not serve this (it predates drains)",
     503: "the queue is drained",
 }
 OPENAPI_PATH = "/openapi.json"

@@ -9,9 +9,13 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import cluster, jobs
+from rapi import cluster, drains, jobs, nodeops
 from rapi.routing import Param, Route
 from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, UUID, list_of, ref
+
+KEEP_DRAINED = Param(
+    "keep_drained", "query", {"type": "integer", "enum": [0, 1]}, "1: the node stays drained"
+)
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/version", cluster.get_version, "the remote API version (2)", public=True, response=INT),
@@ -34,6 +38,77 @@ ROUTES: tuple[Route, ...] = (
         params=(NAME,),
         response=ref("Node"),
         errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/2/nodes/{name}/role",
+        nodeops.get_node_role,
+        "the node's role (Ganeti's GetNodeRole)",
+        params=(NAME,),
+        response=ref("NodeRole"),
+        errors=(404,),
+    ),
+    Route(
+        "PUT",
+        "/2/nodes/{name}/role",
+        nodeops.put_node_role,
+        "set the node's role flags (Ganeti's SetNodeRole; drained: the flag only, no moves); "
+        "the job id",
+        write=True,
+        params=(NAME,),
+        body=ref("NodeRoleBody"),
+        response=INT,
+        errors=(400, 404, 503),
+    ),
+    Route(
+        "POST",
+        "/2/nodes/{name}/evacuate",
+        nodeops.post_node_evacuate,
+        "migrate the node's primary instances away (OP_NODE_EVACUATE, Ganeti's "
+        "EvacuateNode); the job id",
+        write=True,
+        params=(NAME,),
+        body=ref("EvacuateBody"),
+        response=INT,
+        errors=(400, 404, 503),
+    ),
+    Route(
+        "GET",
+        "/2/nodes/{name}/drain",
+        drains.get_node_drain,
+        "the node's drain: status and progress",
+        params=(NAME,),
+        response=ref("DrainStatus"),
+        errors=(404, 501),
+    ),
+    Route(
+        "PUT",
+        "/2/nodes/{name}/drain",
+        drains.put_node_drain,
+        "drain the node (move its instances away before a deadline), or change its drain",
+        write=True,
+        params=(NAME,),
+        body=ref("DrainBody"),
+        response=ref("DrainStatus"),
+        errors=(400, 404, 501),
+    ),
+    Route(
+        "DELETE",
+        "/2/nodes/{name}/drain",
+        drains.delete_node_drain,
+        "cancel the node's drain (queued moves are canceled; running ones finish)",
+        write=True,
+        params=(NAME, KEEP_DRAINED),
+        response=ref("DrainStatus"),
+        errors=(400, 404, 501),
+    ),
+    Route(
+        "GET",
+        "/2/drains",
+        drains.get_drains,
+        "every node drain, and the queue drain if any",
+        response={"type": "array", "items": ref("DrainStatus")},
+        errors=(501,),
     ),
     Route(
         "GET",

@@ -2,7 +2,8 @@
 `HttpError`, and the request helpers of Ganeti's rlib2 (query integers, bulk, bodies).
 
 The route table itself is in `rapi.routes`; handlers are in `rapi.cluster` (cluster
-objects) and `rapi.queue` (jobs and filters); schemas in `rapi.schemas`.
+objects), `rapi.jobs` (jobs and filters), `rapi.nodeops` (Ganeti's node role and
+evacuation) and `rapi.drains` (node drains); schemas in `rapi.schemas`.
 """
 
 from __future__ import annotations
@@ -118,6 +119,20 @@ def body_object(req: Request) -> dict[str, Any]:
     if not isinstance(req.body, dict):
         raise HttpError(400, "Invalid body contents, not a dictionary")
     return req.body
+
+
+def body_params(req: Request, known: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The body as a JSON object of `known` parameters only (rlib2's check); 400 naming an
+    unknown one, and `what` does not take it."""
+    data = body_object(req)
+    for name in data:
+        if name not in known:
+            raise HttpError(
+                400,
+                f"Invalid body parameters: {what} doesn't support the parameter '{name}' "
+                f"(known: {', '.join(known)})",
+            )
+    return data
 
 
 def check_param(

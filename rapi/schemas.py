@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from client.api.luxi import DrainStatus
+from rapi.drains import PRIORITIES
 from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
+from rapi.nodeops import EVAC_MODES, ROLE_FLAGS, ROLE_NAMES
 from rapi.routing import Param
 
 STR = {"type": "string"}
@@ -203,6 +208,46 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         ]
     },
 }
+
+# luxid's DrainStatus, derived from the stub's Struct so the document cannot drift from it.
+SCHEMAS.update(
+    msgspec.json.schema_components([DrainStatus], ref_template="#/components/schemas/{name}")[1]
+)
+SCHEMAS.update(
+    {
+        "DrainBody": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "deadline": {
+                    "description": "seconds from now (0: now), a duration such as \"1h30m\", "
+                    "or null for no deadline; default 3600",
+                    "oneOf": [{"type": "number", "minimum": 0}, STR, {"type": "null"}],
+                },
+                "max_parallel": {"type": "integer", "minimum": 1, "default": 1},
+                "priority": {
+                    "type": "integer",
+                    "minimum": PRIORITIES.start,
+                    "maximum": PRIORITIES.stop - 1,
+                    "default": 0,
+                },
+                "message": {"type": "string", "default": ""},
+            },
+        },
+        "NodeRole": {"type": "string", "enum": sorted(ROLE_NAMES.values())},
+        "NodeRoleBody": {"type": "string", "enum": sorted(ROLE_FLAGS)},
+        "EvacuateBody": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "mode": {"type": "string", "enum": list(EVAC_MODES)},
+                "iallocator": {"type": "string", "description": "accepted; placement decides"},
+                "remote_node": {"type": "null", "description": "placement chooses targets"},
+                "early_release": {"type": "boolean"},
+            },
+        },
+    }
+)
 
 BULK = Param("bulk", "query", {"type": "integer", "enum": [0, 1]}, "1 for full objects")
 JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1}, "job id")

@@ -145,7 +145,7 @@ def assert_error(answer: Answer, status: int, *words: str) -> None:
 
 def test_version_info_features_and_openapi(rapi: Rapi) -> None:
     assert rapi.get("/version", user=None) == 2
-    assert rapi.get("/2/features") == []
+    assert rapi.get("/2/features") == ["node-evac-res1"]
     info = rapi.get("/2/info")
     assert info["name"] == "lockwarden" and info["software_version"]
     assert info["queue"]["drained"] is False
@@ -523,7 +523,9 @@ def test_openapi_fuzz_finds_no_server_error(rapi: Rapi, stack: Any) -> None:
             @given(case=operation.as_strategy(generation_mode=mode))
             def check(case: Any) -> None:
                 response = case.call(base_url=rapi.base, headers=headers, timeout=30)
-                if response.status_code >= 500:
+                # 501 is a deliberate answer: this luxid does not serve drains (yet)
+                not_served = response.status_code == 501 and "does not serve" in response.text
+                if response.status_code >= 500 and not not_served:
                     failures.append(
                         f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:200]}"
                     )

@@ -1,0 +1,128 @@
+"""Node drains over HTTP (SPEC §12.4): `GET|PUT|DELETE /2/nodes/<name>/drain` and
+`GET /2/drains`, answered with luxid's `DrainStatus` records as they are.
+
+luxid does the work (`drain_node`, `cancel_node_drain`, `query_drains`); these handlers
+check the body at the edge (so a bad one is a 400 that names the parameter), find the node,
+and say plainly when the luxid behind this lw-rapi predates drains: it answers
+MethodNotFound, which becomes 501 Not Implemented rather than a puzzling 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from client import errors
+from client.api.luxi import DrainStatus
+from client.durations import parse_duration
+from rapi.cluster import find_node, lookup_node
+from rapi.routing import HttpError, Request, body_params, check_param, int_query
+
+T = TypeVar("T")
+
+DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message")
+# Job priorities, most urgent first (SPEC §3: -20 ... 19).
+PRIORITIES = range(-20, 20)
+MAX_INT = 2**63 - 1
+
+
+async def served(method: str, call: Awaitable[T]) -> T:
+    """Await a drain call; 501 if luxid does not know the method (it predates SPEC §12)."""
+    try:
+        return await call
+    except errors.MethodNotFound:
+        raise HttpError(
+            501,
+            f"the luxid behind this lw-rapi does not serve drains (it answered {method} with "
+            "MethodNotFound); node drains need an lw-luxid with SPEC §12 drains: upgrade and "
+            "restart it",
+        ) from None
+
+
+async def _node_name(req: Request) -> tuple[str, bool]:
+    """The {name} path parameter as a node name (a uuid is resolved) and whether the node
+    exists; the key as given if it does not (a drain may outlive its node)."""
+    node = await lookup_node(req)
+    return (str(node["name"]), True) if node is not None else (req.match["name"], False)
+
+
+def _deadline(value: Any) -> float | None:
+    """The body's deadline: seconds from now (a number, or a duration such as "1h30m"),
+    or null for none; 400 if it is neither."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise HttpError(400, f"'deadline' parameter: {exc}") from None
+        except OverflowError:  # client.durations: more digits than a float holds
+            raise HttpError(400, f"'deadline' parameter: {value[:20]!r}… is too long") from None
+    else:
+        seconds = check_param({"deadline": value}, "deadline", (int, float), None)
+    if not 0 <= seconds <= MAX_INT:  # NaN fails this too
+        raise HttpError(
+            400,
+            f"'deadline' parameter must be 0 (now) to {MAX_INT} seconds from now, got {value!r}",
+        )
+    return float(seconds)
+
+
+def drain_params(req: Request) -> dict[str, Any]:
+    """The PUT body `{"deadline", "max_parallel", "priority", "message"}` as drain_node's
+    arguments; absent ones are left to drain_node's defaults; 400 for anything else."""
+    data = body_params(req, DRAIN_BODY_PARAMS, "a drain")
+    params: dict[str, Any] = {}
+    if "deadline" in data:
+        params["deadline"] = _deadline(data["deadline"])
+    if "max_parallel" in data:
+        params["max_parallel"] = check_param(data, "max_parallel", int, None)
+        if not 1 <= params["max_parallel"] <= MAX_INT:
+            raise HttpError(400, f"'max_parallel' parameter must be 1 to {MAX_INT} (moves at once)")
+    if "priority" in data:
+        params["priority"] = check_param(data, "priority", int, None)
+        if params["priority"] not in PRIORITIES:
+            raise HttpError(
+                400,
+                f"'priority' parameter must be {PRIORITIES.start}…{PRIORITIES.stop - 1} "
+                f"(lower is more urgent), got {params['priority']}",
+            )
+    if "message" in data:
+        params["message"] = check_param(data, "message", str, None)
+    return params
+
+
+async def get_drains(req: Request) -> list[DrainStatus]:
+    """Every node drain in the configuration, and the queue drain if any."""
+    return await served("query_drains", req.backend.luxi.query_drains())
+
+
+async def get_node_drain(req: Request) -> DrainStatus:
+    """The node's drain; 404 if the node never drained (or does not exist)."""
+    name, exists = await _node_name(req)
+    drains = await served("query_drains", req.backend.luxi.query_drains())
+    for status in drains:
+        if status.target == f"node/{name}":
+            return status
+    if not exists:
+        raise HttpError(404, f"node '{name}' not found")
+    raise HttpError(
+        404, f"node '{name}' has not been drained; PUT /2/nodes/{name}/drain starts a drain"
+    )
+
+
+async def put_node_drain(req: Request) -> DrainStatus:
+    """Start the node's drain, or change the one in progress (deadline, max_parallel,
+    priority, message)."""
+    params = drain_params(req)
+    node = await find_node(req)
+    return await served("drain_node", req.backend.luxi.drain_node(node=node["name"], **params))
+
+
+async def delete_node_drain(req: Request) -> DrainStatus:
+    """Cancel the node's drain (`?keep_drained=1` leaves the node drained)."""
+    keep = bool(int_query(req, "keep_drained"))
+    name, _ = await _node_name(req)
+    return await served(
+        "cancel_node_drain", req.backend.luxi.cancel_node_drain(node=name, keep_drained=keep)
+    )
