@@ -15,6 +15,7 @@ from typing import Final
 UNITS: Final = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _PART = re.compile(r"(\d+)([dhms])")
 _EXAMPLES: Final = "e.g. 90s, 15m, 2h, 1h30m"
+MAX_SECONDS: Final = 100 * 365 * 86400  # a century: any longer is a typo, and stays finite
 
 
 def parse_duration(text: str) -> float:
@@ -25,8 +26,10 @@ def parse_duration(text: str) -> float:
     except ValueError:
         pass
     else:
-        if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(f"not a duration: {text!r} (must be >= 0; {_EXAMPLES})")
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
+            raise ValueError(
+                f"not a duration: {text!r} (0 to {MAX_SECONDS} seconds; {_EXAMPLES})"
+            )
         return seconds
     order = [unit for unit, _ in UNITS]
     total = 0
@@ -45,6 +48,8 @@ def parse_duration(text: str) -> float:
         pos = match.end()
     if pos == 0 or pos != len(spec):
         raise ValueError(f"not a duration: {text!r} ({_EXAMPLES})")
+    if total > MAX_SECONDS:
+        raise ValueError(f"not a duration: {text!r} (at most {MAX_SECONDS} seconds)")
     return float(total)
 
 

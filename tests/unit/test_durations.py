@@ -38,3 +38,9 @@ def test_format_of_parse_is_canonical_and_keeps_the_value(counts, units):
     canonical = format_duration(seconds)
     assert parse_duration(canonical) == seconds
     assert format_duration(parse_duration(canonical)) == canonical
+
+
+@pytest.mark.parametrize("text", ["9" * 400 + "d", "4000000000s", "1e300", "99999999999999999999"])
+def test_absurd_durations_are_refused_not_overflowed(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
