@@ -18,7 +18,7 @@ from client.errors import FilterError
 from luxid.filters import FilterChain, FilterJob, FilterRule, rule_from_wire
 from luxid.filters.ratelimit import rejected_result
 from luxid.jobs import Job, mark_canceled
-from luxid.verdict import Verdict
+from luxid.filters.verdict import Verdict
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import msgspec
 from luxid.filters.ratelimit import Admission, paused_reason, rejected_result
 from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
-from luxid.verdict import Verdict
+from luxid.filters.verdict import Verdict
 
 VerdictOf = Callable[[Job], Verdict | None]
 BucketsOf = Callable[[Job], Iterable[str]]

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from filters_testlib import job, rule, uid
+from filters_testlib import applying_rule, applying_verdict, job, rule, rule_of, uid, verdict_linear
 
 from client.errors import FilterError, InvalidParams
 from luxid.filters import (
@@ -16,7 +16,6 @@ from luxid.filters import (
     FilterRule,
     Verdict,
     action_text,
-    applying_verdict,
     filter_row,
     make_rule,
     order_key,
@@ -259,7 +258,7 @@ def test_verdict_kinds() -> None:
         chain = FilterChain([rule(1, [], action)])
         assert chain.verdict(job(1)) == verdict
         expected_rule = None if verdict is None else chain.rules[0]
-        assert chain.applying_rule(job(1)) == expected_rule
+        assert applying_rule(chain, job(1)) == expected_rule
 
 
 # -- the chain on stored rules ----------------------------------------------------------------
@@ -278,7 +277,7 @@ def test_chain_takes_stored_dicts_and_survives_bad_ones() -> None:
     chain = FilterChain(stored)
     assert set(chain.errors) == {uid(2), uid(3), uid(4), uid(5), uid(6)}
     assert chain.verdict(job(1)) == Verdict("PAUSE", uid(1))
-    assert chain.verdict_linear(job(1)) == Verdict("PAUSE", uid(1))
+    assert verdict_linear(chain, job(1)) == Verdict("PAUSE", uid(1))
     assert len(chain) == 4  # the two undecodable ones are not rules at all
 
 
@@ -307,8 +306,8 @@ def test_unchanged_rules_are_not_compiled_again() -> None:
 
 def test_rule_lookup_and_repr() -> None:
     chain = FilterChain([rule(1, [], "CONTINUE"), rule(2, [], "ACCEPT")])
-    assert chain.rule(uid(2)) is chain.rules[1]
-    assert chain.rule(uid(7)) is None
+    assert rule_of(chain, uid(2)) is chain.rules[1]
+    assert rule_of(chain, uid(7)) is None
     assert "2 rules, 1 active" in repr(chain)
 
 
@@ -339,6 +338,6 @@ def test_predicates_may_be_satisfied_by_different_opcodes_or_entries(
     )
     chain = FilterChain([rule(1, predicates, "PAUSE")])
     assert chain.verdict(j) == Verdict("PAUSE", uid(1))
-    assert chain.verdict_linear(j) == Verdict("PAUSE", uid(1))
+    assert verdict_linear(chain, j) == Verdict("PAUSE", uid(1))
     other = job(2, ops=[{"OP_ID": "A", "name": "x", "reason": [["s", "r1", 1]]}])
     assert chain.verdict(other) is None

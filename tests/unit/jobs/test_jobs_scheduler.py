@@ -20,7 +20,7 @@ from luxid.jobs import (
     select_jobs,
     start_job,
 )
-from luxid.verdict import Verdict
+from luxid.filters.verdict import Verdict
 
 NO_BUCKETS: Callable[[Job], frozenset[str]] = lambda job: frozenset()  # noqa: E731
 NO_VERDICT: Callable[[Job], Verdict | None] = lambda job: None  # noqa: E731
