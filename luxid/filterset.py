@@ -17,8 +17,8 @@ from typing import Any
 from client.errors import FilterError
 from luxid.filters import FilterChain, FilterJob, FilterRule, rule_from_wire
 from luxid.filters.ratelimit import rejected_result
-from luxid.jobs import Job, mark_canceled
 from luxid.filters.verdict import Verdict
+from luxid.jobs import Job, mark_canceled
 
 log = logging.getLogger(__name__)
 
