@@ -13,11 +13,14 @@ from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_
 from client.daemon.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
-from luxid.config import ConfigLink
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.queue import Queue
 from luxid.service import LuxidService
-from luxid.store import JobStore, default_path
+from luxid.store import open_store
+from luxid.wconfd_link import WconfdLink
+
+# The stop budget: each step of luxid's way out waits at most this long (SPEC §10).
+STOP_STEP_TIMEOUT = 2.0
 
 
 def job_environment(run_dir: Path, state_dir: Path) -> dict[str, str]:
@@ -51,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             return ZygoteSpawner(env, procs.watch_child)
 
         try:
-            store = JobStore.open(default_path(state_dir))
+            store = open_store(state_dir)
         except StorageError as exc:
             raise StartupError(exc.message) from exc
         queue = Queue(store, spawner, args.sweep_interval)
-        config = ConfigLink(paths.wconfd_socket(run_dir), queue.config_changed)
+        config = WconfdLink(paths.wconfd_socket(run_dir), queue.config_changed)
         server = RpcServer(
             socket_path,
             build_methods(LuxiApi, LuxidService(queue, config)),
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             await serve_until_stopped(server, "luxid")
         finally:
-            await config.close()
-            await queue.close()
+            await config.close(STOP_STEP_TIMEOUT)
+            await queue.close(STOP_STEP_TIMEOUT)
 
     return run_daemon("luxid", LUXID_SOCKET, args, serve)

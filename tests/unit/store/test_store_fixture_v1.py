@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from luxid.jobs import job_status
-from luxid.store import JobStore
+from luxid.store import SqliteJobStore
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "luxid_store_v1" / "jobs.sqlite"
 DEAD_PID = 2**22 + 17
@@ -26,12 +26,12 @@ DEAD_PID = 2**22 + 17
 def store(tmp_path: Path):  # type: ignore[no-untyped-def]
     db = tmp_path / "jobs.sqlite"
     shutil.copyfile(FIXTURE, db)
-    s = JobStore.open(db)
+    s = SqliteJobStore.open(db)
     yield s
     s.close()
 
 
-def test_fixture_live_jobs_load_with_their_state(store: JobStore) -> None:
+def test_fixture_live_jobs_load_with_their_state(store: SqliteJobStore) -> None:
     live = {job.id: job for job in store.load_live()}
     assert sorted(live) == [2, 3, 4, 5, 6, 7, 8]
     assert {i: job_status(j) for i, j in live.items()} == {
@@ -56,7 +56,7 @@ def test_fixture_live_jobs_load_with_their_state(store: JobStore) -> None:
     assert [op.status for op in paused.ops] == ["success", "queued"]
 
 
-def test_fixture_archive_counter_and_flags(store: JobStore) -> None:
+def test_fixture_archive_counter_and_flags(store: SqliteJobStore) -> None:
     archived = store.load_job(1)
     assert archived is not None and archived.archived
     assert job_status(archived) == "success"
