@@ -36,6 +36,7 @@ from luxid.jobs import (
     new_job,
     process_exited,
     start_job,
+    unstorable_number,
     validate_fields,
 )
 from luxid.jobs.reports import apply_report
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RUNNING_JOBS = 20  # shown until the configuration has been read
 AUTO_ARCHIVE_CHUNK = 1000
+# The longest wait_for_job_change honours (a day); longer or infinite timeouts are cut.
+MAX_WAIT = 86400.0
 _SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 
 
@@ -180,7 +183,7 @@ class Queue:
         """wait_for_job_change: woken by the job's committed changes, never polled."""
         fields = validate_fields(fields)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
+        deadline = loop.time() + min(max(0.0, timeout), MAX_WAIT)
         while True:
             job = self.live.find(job_id)
             if job is None:
@@ -275,6 +278,11 @@ class Queue:
     async def report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         """job_report: only the job's own process may report; the answer is durable."""
         job = await self._reporting_job(conn, job_id)
+        bad = unstorable_number(msgspec.to_builtins(event), "event")
+        if bad is not None:
+            raise errors.InvalidParams(
+                f"event: a number beyond signed 64 bits or not finite ({bad[:200]})"
+            )
         new, answer = apply_report(job, event, time.time())
         if new is not job:
             await self.live.commit([new])
