@@ -16,6 +16,7 @@ from client.paths import LUXID_SOCKET
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.queue import Queue
 from luxid.service import LuxidService
+from luxid.shutdown import finish_tasks
 from luxid.store import open_store
 from luxid.wconfd_link import WconfdLink
 
@@ -72,5 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await config.close(STOP_STEP_TIMEOUT)
             await queue.close(STOP_STEP_TIMEOUT)
+            if not await finish_tasks(STOP_STEP_TIMEOUT):
+                os._exit(1)  # asyncio.run would wait for them for good (logged above)
 
     return run_daemon("luxid", LUXID_SOCKET, args, serve)

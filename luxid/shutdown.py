@@ -34,3 +34,23 @@ async def bounded(what: str, work: Awaitable[Any], timeout: float) -> bool:
         if done:
             return True
         log.warning("stopping: still waiting for %s", what)
+
+
+async def finish_tasks(timeout: float) -> bool:
+    """Cancel every other task of the loop and wait (bounded) until they are done.
+
+    asyncio.run would wait for them without a bound; a task that refuses to end is
+    logged by name, with where it waits, and False is returned.
+    """
+    current = asyncio.current_task()
+    others = {t for t in asyncio.all_tasks() if t is not current and not t.done()}
+    for task in others:
+        task.cancel()
+    if not others or await bounded(f"{len(others)} task(s) to end", asyncio.wait(others), timeout):
+        return True
+    for task in others:
+        if not task.done():
+            log.error(
+                "stopping: task %s does not end: %s", task.get_name(), task.get_stack(limit=3)
+            )
+    return False
