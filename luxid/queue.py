@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import msgspec
@@ -70,6 +70,10 @@ class Queue:
         self.drained = bool(store.meta("drained"))
         self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
         self._slots: set[int] = set()  # jobs holding a slot: a process, or one being started
+        # Unfinished jobs by the job they depend on: the end of a job that held no slot
+        # concerns only them (no slot, rate limit or bucket was freed).
+        self._dependents: dict[int, set[int]] = {}
+        self._note_dependencies(self.live.jobs[i] for i in self._unfinished)
         self._starting: dict[int, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.scheduler = Scheduler(
@@ -150,6 +154,7 @@ class Queue:
         await self.live.add(stored)
         fresh = [job.id for job in stored if not is_finalized(job)]
         self._unfinished.update(fresh)
+        self._note_dependencies(job for job in stored if job.depends and job.id in fresh)
         self.request_pass(new=fresh)
         self.scheduler.place_new_jobs()
         return stored
@@ -360,14 +365,28 @@ class Queue:
         self._finished_maybe(job)
 
     def _finished_maybe(self, job: Job) -> bool:
-        """Release the slot of a finalized job and reschedule; True if it is finalized."""
+        """Release the slot of a finalized job and reschedule; True if it is finalized.
+
+        A job that held a slot frees room for any queued job: a full pass.  One that held
+        none (canceled or rejected while queued) frees nothing but its dependants' wait.
+        """
         if not is_finalized(job):
             return False
+        held_slot = job.id in self._slots
         self._slots.discard(job.id)
         self._unfinished.discard(job.id)
         self.filters.forget(job.id)
-        self.request_pass()
+        dependents = self._dependents.pop(job.id, ())
+        if held_slot:
+            self.request_pass()
+        elif dependents:
+            self.request_pass(new=dependents)
         return True
+
+    def _note_dependencies(self, jobs: Iterable[Job]) -> None:
+        for job in jobs:
+            for dep in job.depends:
+                self._dependents.setdefault(dep.job_id, set()).add(job.id)
 
     def _tell_paused(self, job: Job) -> None:
         """A PAUSE rule applies to a started job: in a lock wait it can stop now, tell it."""
