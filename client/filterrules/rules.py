@@ -70,26 +70,22 @@ def validate_uuid(uuid: Any) -> str:
     return uuid
 
 
+def _non_negative_int64(value: Any, part: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _err(part, f"must be a non-negative integer, got {value!r}")
+    if value > INT64_MAX:
+        raise _err(part, f"{value} does not fit in a signed 64-bit integer")
+    return value
+
+
 def validate_priority(priority: Any) -> int:
     """Priorities are non-negative integers (lower = consulted first)."""
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise _err("priority", f"must be a non-negative integer, got {priority!r}")
-    if priority < 0:
-        raise _err("priority", f"must be a non-negative integer, got {priority}")
-    if priority > INT64_MAX:
-        raise _err("priority", f"{priority} does not fit in a signed 64-bit integer")
-    return priority
+    return _non_negative_int64(priority, "priority")
 
 
 def validate_watermark(watermark: Any) -> int:
-    """A watermark is a job id: a non-negative integer below 2**63."""
-    if isinstance(watermark, bool) or not isinstance(watermark, int):
-        raise _err("watermark", f"must be a non-negative integer, got {watermark!r}")
-    if watermark < 0:
-        raise _err("watermark", f"must be a non-negative integer, got {watermark}")
-    if watermark > INT64_MAX:
-        raise _err("watermark", f"{watermark} does not fit in a signed 64-bit integer")
-    return watermark
+    """A watermark is a job id: a non-negative integer."""
+    return _non_negative_int64(watermark, "watermark")
 
 
 def _check_fields(name: str, expr: Expr, part: str) -> None:
