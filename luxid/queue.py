@@ -129,7 +129,7 @@ class Queue:
     # -- configuration -------------------------------------------------------------------
 
     def config_changed(self, max_running_jobs: int, filters: list[Any]) -> None:
-        """The configuration was read (ConfigLink): take its settings, schedule if needed."""
+        """The configuration was read (WconfdLink): take its settings, schedule if needed."""
         changed = self.filters.replace_all(filters)
         if max_running_jobs != self.scheduler.max_running_jobs:
             self.scheduler.max_running_jobs = max_running_jobs

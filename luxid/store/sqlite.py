@@ -1,18 +1,19 @@
-"""The durable job store of luxid: one SQLite database (WAL, synchronous=FULL).
+"""The embedded job store of luxid (luxid.store.base's seam): one SQLite database (WAL,
+synchronous=FULL).
 
 Layout: `jobs(id, status, archived, age_ts, data)` where `data` is the msgpack-encoded Job
 without its log entries, and `logs(job_id, serial, op_index, entry)` so appending a log
-entry costs one small row, not a rewrite of the job. `meta` holds the last allocated job
-id, so ids stay strictly increasing and are never reused, whatever gets archived.
+entry costs one small row, not a rewrite of the job. `meta` holds the highest job id ever
+inserted, so ids stay strictly increasing and are never reused, whatever gets archived.
+(Schema version 1, unchanged: stores written before the seam load as they are.)
 
 Archived jobs stay in the database but never in memory: the store keeps only a small
 per-live-job log-serial map, and loads archived jobs one by one on demand.
 
 Every call is blocking. A commit is one fsync of the WAL (about 0.25 ms on the dev
-machine); the daemon shell should run store calls in one worker thread
-(`asyncio.to_thread` or a dedicated executor) or accept that short block. The store is
-thread-safe (one lock around the connection), but batching concurrent submits into one
-`submit_many`/`transaction()` is what makes the commit cost shared.
+machine); luxid runs every write in the group commit's worker thread
+(luxid.store.group_commit), which batches concurrent changes into one `transaction()`.
+The store is thread-safe (one lock around the connection).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class SqliteTransaction:
     def set_meta(self, key: str, value: int) -> None:
         """Store a small durable setting of the queue (e.g. the drain flag)."""
         if key == "last_job_id":
-            raise errors.InvalidParams("last_job_id is managed by allocate_ids")
+            raise errors.InvalidParams("last_job_id moves with the inserted jobs")
         self._conn.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value))
         )
