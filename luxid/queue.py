@@ -151,7 +151,12 @@ class Queue:
         stored = [
             judge(new_job(job_id, ops, now), now) for job_id, ops in zip(ids, jobs, strict=True)
         ]
-        await self.live.add(stored)
+        try:
+            await self.live.add(stored)
+        except errors.RpcError:
+            for job_id in ids:
+                self.filters.forget(job_id)
+            raise
         fresh = [job.id for job in stored if not is_finalized(job)]
         self._unfinished.update(fresh)
         self._note_dependencies(job for job in stored if job.depends and job.id in fresh)
