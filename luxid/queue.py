@@ -106,6 +106,8 @@ class Queue:
                 else:
                     log.info("job %d: paused; its process %d ended meanwhile", job.id, key.pid)
         await self.live.commit(dead)
+        for job in dead:
+            self._finished_maybe(job)
         self.procs.start_watching()
         self._background(self.procs.prepare())
 
