@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import sqlite3
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,43 +30,10 @@ import psutil
 # the standard library's `queue` (used by thread pools): move the directory to the end.
 sys.path.append(sys.path.pop(0))
 
-from _util import cpu_count, daemon, set_max_running, summary, wait_final
+from _luxid import DELAY0, PAUSE_ALL, REJECT_ALL, fsync_ms, stack
+from _util import cpu_count, set_max_running, summary, wait_final
 
 from client import AsyncLuxiClient, LuxiClient
-
-DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
-PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
-REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
-
-
-def fsync_ms(directory: Path, commits: int = 200) -> float:
-    """Median cost of one small SQLite WAL commit with synchronous=FULL on this disk."""
-    path = directory / "fsync-probe.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (x BLOB)")
-    samples = []
-    for _ in range(commits):
-        t = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
-        conn.execute("COMMIT")
-        samples.append(time.perf_counter() - t)
-    conn.close()
-    return round(statistics.median(samples) * 1000, 3)
-
-
-@contextlib.contextmanager
-def stack(root: Path, *luxid_args: str) -> Iterator[tuple[Path, int]]:
-    """wconfd + luxid on `root`; yields (run dir, luxid pid)."""
-    with daemon("wconfd", base=root) as (run, _), daemon("luxid", *luxid_args, base=root):
-        pid = next(
-            p.pid for p in psutil.process_iter(["cmdline"])
-            if p.info["cmdline"] and "lw-luxid" in " ".join(p.info["cmdline"])
-            and str(run) in p.info["cmdline"]
-        )  # fmt: skip
-        yield run, pid
 
 
 def submit_rates(run: Path, seconds: float = 3.0) -> dict[str, Any]:

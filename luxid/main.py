@@ -14,11 +14,15 @@ from client.daemon.server import RpcServer
 from client.errors import StorageError
 from client.metrics import instrument
 from client.paths import LUXID_SOCKET
-from luxid.config import ConfigLink
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.queue import Queue
 from luxid.service import LuxidService
-from luxid.store import JobStore, default_path
+from luxid.shutdown import finish_tasks
+from luxid.store import open_store
+from luxid.wconfd_link import WconfdLink
+
+# The stop budget: each step of luxid's way out waits at most this long (SPEC §10).
+STOP_STEP_TIMEOUT = 2.0
 
 
 def job_environment(run_dir: Path, state_dir: Path) -> dict[str, str]:
@@ -52,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
             return ZygoteSpawner(env, procs.watch_child)
 
         try:
-            store = JobStore.open(default_path(state_dir))
+            store = open_store(state_dir)
         except StorageError as exc:
             raise StartupError(exc.message) from exc
         queue = Queue(store, spawner, args.sweep_interval)
-        config = ConfigLink(paths.wconfd_socket(run_dir), queue.config_changed)
+        config = WconfdLink(paths.wconfd_socket(run_dir), queue.config_changed)
         service = LuxidService(queue, config)
         server = RpcServer(
             socket_path,
@@ -69,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             await serve_until_stopped(server, "luxid")
         finally:
-            await config.close()
-            await queue.close()
+            await config.close(STOP_STEP_TIMEOUT)
+            await queue.close(STOP_STEP_TIMEOUT)
+            if not await finish_tasks(STOP_STEP_TIMEOUT):
+                os._exit(1)  # asyncio.run would wait for them for good (logged above)
 
     return run_daemon("luxid", LUXID_SOCKET, args, serve)

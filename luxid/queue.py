@@ -1,22 +1,16 @@
 """The job queue's imperative shell: it applies the pure decisions of luxid.jobs and
 luxid.filters to the live jobs, the store, the job processes and the clocks.
 
-Everything runs on luxid's event loop; the decisions are made by pure functions
-(`select_jobs`, the transitions, `apply_report`) and this class does what they say:
-persist (luxid.table, luxid.writer), start and signal processes (luxid.processes),
-wake watchers.
-
-Scheduling is event-driven (SPEC §6.4): a submit, a job's end or process exit, a filter
-or config change, a priority change or a cancel requests a pass; requests made in one
-turn of the loop are served by one pass.  A pass after submits only (nothing else
-changed) examines only the new jobs: earlier queued jobs were held for reasons new jobs
-cannot remove, so their decisions stand.
+luxid decides on one thread: everything here runs on the event loop.  The decisions are
+made by pure functions (the transitions, `apply_report`, `select_jobs` through
+luxid.scheduling) with the one filter set of luxid.active_filters, and this class does
+what they say: persist (luxid.live_jobs, the one write path), start and signal processes
+(luxid.processes), wake watchers.  The store's worker thread only writes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import time
@@ -29,11 +23,9 @@ from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode
 from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.daemon.server import Connection
-from luxid.filters.ratelimit import paused_reason
-from luxid.filterset import FilterSet, RuleSnapshot
+from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
     Job,
-    active_op_index,
     cancel_job,
     change_priority,
     fail_job,
@@ -41,35 +33,26 @@ from luxid.jobs import (
     job_fields,
     job_status,
     log_entries_since,
-    mark_canceled,
     new_job,
-    pause_job,
     process_exited,
-    select_jobs,
-    set_pending_reason,
     start_job,
-    unpause_job,
+    unstorable_number,
     validate_fields,
 )
 from luxid.jobs.reports import apply_report, first_directive
+from luxid.live_jobs import LiveJobs
 from luxid.processes import JobProcesses, Spawner, SpawnError
+from luxid.scheduling import Scheduler
+from luxid.shutdown import bounded
 from luxid.store import JobStore
-from luxid.table import JobTable
-from luxid.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RUNNING_JOBS = 20  # shown until the configuration has been read
 AUTO_ARCHIVE_CHUNK = 1000
-# Bounds of the gap between two full scheduling passes (see Queue.request_pass): the gap
-# is the last pass's duration, so passes take at most half of the event loop's time.
-MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
+# The longest wait_for_job_change honours (a day); longer or infinite timeouts are cut.
+MAX_WAIT = 86400.0
 _SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
-
-
-def _build(job_id: int, ops: list[Opcode], now: float, rules: RuleSnapshot) -> Job:
-    """A submitted job as stored: normalized, and canceled if a REJECT rule applies."""
-    return rules.reject_on_submit(new_job(job_id, ops, now), now)
 
 
 class Queue:
@@ -81,24 +64,29 @@ class Queue:
         make_spawner: Callable[[JobProcesses], Spawner],
         sweep_interval: float,
     ) -> None:
-        self.store = store
-        self.writer = StoreWriter(store)
-        self.table = JobTable(store, self.writer)
-        self.filters = FilterSet()
+        self.live = LiveJobs(store)
+        self.filters = ActiveFilters()
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
-        # None until the configuration was read: nothing is started before that, so no
-        # job slips past a filter luxid does not know yet.
-        self.max_running_jobs: int | None = None
-        self._unfinished: set[int] = {j.id for j in self.table.jobs.values() if not is_finalized(j)}
+        self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
         self._slots: set[int] = set()  # jobs holding a slot: a process, or one being started
+        # Unfinished jobs by the job they depend on: the end of a job that held no slot
+        # concerns only them (no slot, rate limit or bucket was freed).
+        self._dependents: dict[int, set[int]] = {}
+        self._note_dependencies(self.live.jobs[i] for i in self._unfinished)
         self._starting: dict[int, asyncio.Future[None]] = {}
-        self._pass_full = False
-        self._pass_new: set[int] = set()
-        self._pass_handle: asyncio.Handle | None = None
-        self._last_full_pass = 0.0
-        self._pass_gap = MIN_PASS_GAP
         self._tasks: set[asyncio.Task[None]] = set()
+        self.scheduler = Scheduler(
+            self.live, self.filters, self._slots, self._unfinished,
+            start=lambda job_id: self._background(self._start(job_id)),
+            pause=self._tell_paused,
+            finished=self._finished_maybe,
+        )  # fmt: skip
+        self.request_pass = self.scheduler.request_pass
+        # Set once the configuration was first read: until then luxid does not know the
+        # filters, so it judges no submit and shows no rules (what query_filters shows is
+        # what the next submit is judged by, SPEC §10).
+        self.settings_known = asyncio.Event()
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -106,7 +94,7 @@ class Queue:
         """Reattach to the job processes that survived luxid; fail the jobs of dead ones."""
         now = time.time()
         dead = []
-        for job in self.table.jobs.values():
+        for job in self.live.jobs.values():
             if is_finalized(job) or job.process_id is None:
                 continue
             key = ProcessKey(job.process_id, job.process_start or 0.0)
@@ -121,19 +109,23 @@ class Queue:
                     log.warning("job %d: its process %d died while luxid was away", job.id, key.pid)
                 else:
                     log.info("job %d: paused; its process %d ended meanwhile", job.id, key.pid)
-        await self.table.commit(dead)
+        await self.live.commit(dead)
+        for job in dead:
+            self._finished_maybe(job)
         self.procs.start_watching()
         self._background(self.procs.prepare())
 
-    async def close(self) -> None:
-        """Stop scheduling and background work; job processes keep running."""
-        if self._pass_handle is not None:
-            self._pass_handle.cancel()
+    async def close(self, timeout: float) -> None:
+        """Stop scheduling and background work within `timeout` s; job processes keep
+        running.  Every wait is bounded and says what it waits for (luxid.shutdown)."""
+        self.scheduler.cancel()
         for task in list(self._tasks):
             task.cancel()
-        await self.procs.close()
-        await self.writer.close()
-        self.store.close()
+        if self._tasks:
+            await bounded("job starts to wind down", asyncio.wait(set(self._tasks)), timeout)
+        await bounded("the job zygote to stop", self.procs.close(), timeout)
+        if await self.live.writer.close(timeout):
+            self.live.store.close()
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -143,10 +135,11 @@ class Queue:
     # -- configuration -------------------------------------------------------------------
 
     def config_changed(self, max_running_jobs: int, filters: list[Any]) -> None:
-        """The configuration was read (ConfigLink): take its settings, schedule if needed."""
+        """The configuration was read (WconfdLink): take its settings, schedule if needed."""
         changed = self.filters.replace_all(filters)
-        if max_running_jobs != self.max_running_jobs:
-            self.max_running_jobs = max_running_jobs
+        self.settings_known.set()
+        if max_running_jobs != self.scheduler.max_running_jobs:
+            self.scheduler.max_running_jobs = max_running_jobs
             changed = True
         if changed:
             self.request_pass()
@@ -155,24 +148,33 @@ class Queue:
 
     async def submit(self, jobs: list[list[Opcode]]) -> list[Job]:
         """Store new jobs (validated by the caller); REJECTed ones are stored canceled."""
+        await self.settings_known.wait()
         if self.drained:
             raise errors.QueueDrained(
                 "the queue is drained: no new jobs are accepted (`lw queue undrain`)"
             )
         now = time.time()
-        rules = self.filters.snapshot
-        builders = [functools.partial(_build, ops=ops, now=now, rules=rules) for ops in jobs]
-        stored = await self.writer.submit(builders)
-        self.table.added(stored)
+        ids = self.live.allocate_ids(len(jobs))
+        judge = self.filters.judge_new
+        stored = [
+            judge(new_job(job_id, ops, now), now) for job_id, ops in zip(ids, jobs, strict=True)
+        ]
+        try:
+            await self.live.add(stored)
+        except errors.RpcError:
+            for job_id in ids:
+                self.filters.forget(job_id)
+            raise
         fresh = [job.id for job in stored if not is_finalized(job)]
         self._unfinished.update(fresh)
+        self._note_dependencies(job for job in stored if job.depends and job.id in fresh)
         self.request_pass(new=fresh)
-        self._place_new_jobs()
+        self.scheduler.place_new_jobs()
         return stored
 
     async def set_drained(self, flag: bool) -> None:
         """Set the durable drain flag."""
-        await self.writer.run(lambda tx: tx.set_meta("drained", int(flag)))
+        await self.live.set_meta("drained", int(flag))
         self.drained = flag
 
     # -- queries -------------------------------------------------------------------------
@@ -181,10 +183,10 @@ class Queue:
         """query_jobs rows; archived jobs are read from the store."""
         fields = validate_fields(fields)
         if ids is None:
-            return [job_fields(job, fields) for _, job in sorted(self.table.jobs.items())]
+            return [job_fields(job, fields) for _, job in sorted(self.live.jobs.items())]
         rows: list[list[Any] | None] = []
         for job_id in ids:
-            job = self.table.find(job_id)
+            job = self.live.find(job_id)
             rows.append(None if job is None else job_fields(job, fields))
         return rows
 
@@ -199,9 +201,9 @@ class Queue:
         """wait_for_job_change: woken by the job's committed changes, never polled."""
         fields = validate_fields(fields)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
+        deadline = loop.time() + min(max(0.0, timeout), MAX_WAIT)
         while True:
-            job = self.table.find(job_id)
+            job = self.live.find(job_id)
             if job is None:
                 raise errors.NotFound(f"job {job_id} not found")
             values = msgspec.to_builtins(job_fields(job, fields))
@@ -212,7 +214,7 @@ class Queue:
             if remaining <= 0:
                 return "nochange"
             try:
-                await asyncio.wait_for(asyncio.shield(self.table.changed(job_id)), remaining)
+                await asyncio.wait_for(asyncio.shield(self.live.changed(job_id)), remaining)
             except TimeoutError:
                 return "nochange"
 
@@ -220,11 +222,11 @@ class Queue:
         """query_queue_info's answer."""
         counts = dict.fromkeys(("queued", "waiting", "running", "canceling", "canceled",
                                 "success", "error"), 0)  # fmt: skip
-        for job in self.table.jobs.values():
+        for job in self.live.jobs.values():
             counts[job_status(job)] += 1
         return {
             "drained": self.drained,
-            "max_running_jobs": self.max_running_jobs or DEFAULT_MAX_RUNNING_JOBS,
+            "max_running_jobs": self.scheduler.max_running_jobs or DEFAULT_MAX_RUNNING_JOBS,
             "running": len(self._slots),
             "counts": counts,
             "filters": len(self.filters),
@@ -233,7 +235,7 @@ class Queue:
     # -- requests on one job ---------------------------------------------------------------
 
     def _job(self, job_id: int) -> Job:
-        job = self.table.find(job_id)
+        job = self.live.find(job_id)
         if job is None:
             raise errors.NotFound(f"job {job_id} not found")
         return job
@@ -243,7 +245,7 @@ class Queue:
         job = self._job(job_id)
         outcome = cancel_job(job, time.time(), kill)
         if outcome.job is not job:
-            await self.table.commit([outcome.job])
+            await self.live.commit([outcome.job])
             self._finished_maybe(outcome.job)
         if outcome.signal is not None and job.process_id is not None:
             self.procs.signal(self._key(job), _SIGNALS[outcome.signal])
@@ -254,7 +256,7 @@ class Queue:
         job = self._job(job_id)
         outcome = change_priority(job, priority)
         if outcome.job is not job:
-            await self.table.commit([outcome.job])
+            await self.live.commit([outcome.job])
             self.request_pass()
         if outcome.notify and job.process_id is not None:
             self.procs.signal(self._key(job), signal.SIGUSR1)
@@ -265,9 +267,9 @@ class Queue:
         job = self._job(job_id)
         if job.archived or not is_finalized(job):
             return False
-        done = await self.writer.run(lambda tx: tx.archive([job_id]))
-        self._forget(done)
-        return bool(done)
+        archived = await self.live.archive(job_id)
+        self.filters.forget(job_id)
+        return archived
 
     async def auto_archive(self, age: float, timeout: float | None) -> tuple[int, int]:
         """auto_archive_jobs: archive in chunks until none is left or the time is up."""
@@ -275,21 +277,14 @@ class Queue:
         cutoff = time.time() - age
         archived = 0
         while True:
-            done, remaining = await self.writer.call(
-                lambda store: store.auto_archive(cutoff, AUTO_ARCHIVE_CHUNK)
-            )
-            self._forget(done)
+            done, remaining = await self.live.auto_archive(cutoff, AUTO_ARCHIVE_CHUNK)
+            for job_id in done:
+                self.filters.forget(job_id)
             archived += len(done)
             if not remaining or not done:
                 return archived, remaining
             if timeout is not None and time.monotonic() - start >= timeout:
                 return archived, remaining
-
-    def _forget(self, ids: Iterable[int]) -> None:
-        ids = list(ids)
-        self.table.drop(ids)
-        for job_id in ids:
-            self.filters.forget(job_id)
 
     # -- job processes ---------------------------------------------------------------------
 
@@ -301,9 +296,14 @@ class Queue:
     async def report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         """job_report: only the job's own process may report; the answer is durable."""
         job = await self._reporting_job(conn, job_id)
+        bad = unstorable_number(msgspec.to_builtins(event), "event")
+        if bad is not None:
+            raise errors.InvalidParams(
+                f"event: a number beyond signed 64 bits or not finite ({bad[:200]})"
+            )
         new, answer = apply_report(job, event, time.time())
         if new is not job:
-            await self.table.commit([new])
+            await self.live.commit([new])
             if not self._finished_maybe(new) and answer.stop:
                 self.request_pass()  # a paused job let go of its opcode
         return answer
@@ -337,16 +337,16 @@ class Queue:
                 key = await self.procs.spawn(job_id, self._first_directive(job_id))
             except SpawnError as exc:
                 log.error("job %d: %s", job_id, exc)
-                job = self.table.get(job_id)
+                job = self.live.get(job_id)
                 if job is not None:
                     self._finish(fail_job(job, time.time(), f"job process could not start: {exc}"))
                 return
-            job = self.table.get(job_id)
+            job = self.live.get(job_id)
             if job is None or is_finalized(job):  # canceled while starting: it did nothing
                 self.procs.signal(key, signal.SIGKILL)
                 self._slots.discard(job_id)
                 return
-            await self.table.commit([start_job(job, time.time(), key.pid, key.start_time)])
+            await self.live.commit([start_job(job, time.time(), key.pid, key.start_time)])
             if not is_alive(key):  # died before its start was recorded
                 self.process_exited(job_id, key)
         except errors.RpcError as exc:
@@ -357,12 +357,12 @@ class Queue:
             del self._starting[job_id]
 
     def _first_directive(self, job_id: int) -> Directive | None:
-        job = self.table.get(job_id)
+        job = self.live.get(job_id)
         return None if job is None else first_directive(job, time.time())
 
     def process_exited(self, job_id: int, key: ProcessKey) -> None:
         """A job process is gone: its job fails unless finalized (or paused between ops)."""
-        job = self.table.get(job_id)
+        job = self.live.get(job_id)
         if job is None or job.process_id != key.pid:
             return
         new = process_exited(job, time.time())
@@ -378,136 +378,34 @@ class Queue:
 
     def _finish(self, job: Job) -> None:
         """Commit a job that the shell finalized (in the background) and reschedule."""
-        self.table.commit_soon([job])
+        self.live.commit_soon([job])
         self._finished_maybe(job)
 
     def _finished_maybe(self, job: Job) -> bool:
-        """Release the slot of a finalized job and reschedule; True if it is finalized."""
+        """Release the slot of a finalized job and reschedule; True if it is finalized.
+
+        A job that held a slot frees room for any queued job: a full pass.  One that held
+        none (canceled or rejected while queued) frees nothing but its dependants' wait.
+        """
         if not is_finalized(job):
             return False
+        held_slot = job.id in self._slots
         self._slots.discard(job.id)
         self._unfinished.discard(job.id)
         self.filters.forget(job.id)
-        self.request_pass()
+        dependents = self._dependents.pop(job.id, ())
+        if held_slot:
+            self.request_pass()
+        elif dependents:
+            self.request_pass(new=dependents)
         return True
 
-    # -- scheduling ------------------------------------------------------------------------
+    def _note_dependencies(self, jobs: Iterable[Job]) -> None:
+        for job in jobs:
+            for dep in job.depends:
+                self._dependents.setdefault(dep.job_id, set()).add(job.id)
 
-    def request_pass(self, new: Iterable[int] | None = None) -> None:
-        """Ask for a scheduling pass: of `new` jobs only, or a full one.
-
-        Requests are served in this turn of the loop, one pass for all of them; a full
-        pass comes at the earliest `_pass_gap` after the previous full one, so that
-        under a stream of events (jobs ending one by one) long queues are examined a
-        bounded number of times per second, each pass serving every event since.
-        """
-        if new is None:
-            self._pass_full = True
-        else:
-            self._pass_new.update(new)
-        if self._pass_handle is None:
-            loop = asyncio.get_running_loop()
-            wait = self._last_full_pass + self._pass_gap - loop.time() if new is None else 0
-            if wait > 0:
-                self._pass_handle = loop.call_later(wait, self._run_pass)
-            else:
-                self._pass_handle = loop.call_soon(self._run_pass)
-
-    def _place_new_jobs(self) -> None:
-        """Run the pass over just-submitted jobs now, so that a submit is answered only
-        once its jobs have started or have their pending_reason (SPEC §6.1)."""
-        max_running = self.max_running_jobs
-        if max_running is None or not self._pass_new:
-            return
-        new, self._pass_new = self._pass_new, set()
-        self._select(False, new, max_running)
-
-    def _run_pass(self) -> None:
-        self._pass_handle = None
-        max_running = self.max_running_jobs
-        if max_running is None:
-            return
-        full, new = self._pass_full, self._pass_new
-        self._pass_full, self._pass_new = False, set()
-        if not full:
-            self._select(False, new, max_running)
-            return
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        self._select(True, new, max_running)
-        self._last_full_pass = loop.time()
-        self._pass_gap = min(MAX_PASS_GAP, max(MIN_PASS_GAP, self._last_full_pass - started))
-
-    def _select(self, full: bool, new: set[int], max_running: int) -> None:
-        """One pass: the pure selection over the queued and running jobs, then apply it."""
-        jobs = self.table.jobs
-        running: list[Job] = []
-        for job_id in list(self._slots):
-            job = jobs.get(job_id)
-            if job is None or is_finalized(job):
-                self._slots.discard(job_id)
-            else:
-                running.append(job)
-        candidates = self._unfinished if full else new & self._unfinished
-        queued = []
-        for job_id in sorted(candidates):
-            job = jobs.get(job_id)
-            if job is None or is_finalized(job):
-                self._unfinished.discard(job_id)
-            elif job_id not in self._slots:
-                queued.append(job)
-        if not queued and not (full and running):
-            return
-        selection = select_jobs(
-            queued,
-            running,
-            max_running,
-            self.filters.verdict,
-            self.filters.buckets,
-            self.table.status_of,
-        )
-        self._apply(selection.start, selection.cancel, selection.fail, selection.pause,
-                    selection.unpause, selection.pending)  # fmt: skip
-
-    def _apply(
-        self,
-        start: list[int],
-        cancel: list[tuple[int, str]],
-        fail: list[tuple[int, str]],
-        pause: list[int],
-        unpause: list[int],
-        pending: dict[int, str | None],
-    ) -> None:
-        """Carry out one pass's selection."""
-        jobs = self.table.jobs
-        now = time.time()
-        changed: list[Job] = []
-        for job_id, message in cancel:
-            changed.append(mark_canceled(jobs[job_id], now, message))
-        for job_id, message in fail:
-            changed.append(fail_job(jobs[job_id], now, message))
-        for job_id in pause:
-            verdict = self.filters.verdict(jobs[job_id])
-            reason = paused_reason(verdict.rule_uuid) if verdict is not None else None
-            changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
-        for job_id in unpause:
-            if active_op_index(jobs[job_id]) is not None:  # not told to stop yet
-                changed.append(set_pending_reason(unpause_job(jobs[job_id]), None))
-        reasons = [
-            set_pending_reason(jobs[job_id], reason)
-            for job_id, reason in pending.items()
-            if jobs[job_id].pending_reason != reason
-        ]
-        self.table.put(reasons)
-        self.table.notify(job.id for job in reasons)
-        self.table.commit_soon(changed)
-        for job in changed:
-            self._finished_maybe(job)
-        for job_id in pause:
-            job = jobs[job_id]
-            if job.process_id is not None:  # in a lock wait it can stop now: tell it
-                self.procs.signal(self._key(job), signal.SIGUSR1)
-        for job_id in start:
-            self._slots.add(job_id)
-            self._background(self._start(job_id))
-
+    def _tell_paused(self, job: Job) -> None:
+        """A PAUSE rule applies to a started job: in a lock wait it can stop now, tell it."""
+        if job.process_id is not None:
+            self.procs.signal(self._key(job), signal.SIGUSR1)

@@ -1,8 +1,9 @@
 """luxid's RPC methods (client.api.luxi.LuxiApi): argument checks, then the queue.
 
 Each method checks what the declaration's types cannot (opcodes against the opcode
-registry, field names), delegates to `luxid.queue.Queue` or, for filters, to the wconfd
-link, and shapes the answer.  Every error a client can cause is a typed client.errors
+registry, field names), delegates to `luxid.queue.Queue` or, for filter writes, to the
+wconfd link, and shapes the answer.  Filters are read from, and judged by, the queue's
+one filter set (luxid.active_filters), which a filter write updates before it answers.  Every error a client can cause is a typed client.errors
 exception; anything else is a bug, logged by the dispatcher as an InternalError.
 """
 
@@ -16,11 +17,10 @@ from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
 from client.metrics import Registry
 from jobproc.opcodes.registry import get_opcode_class, validate_job
-from luxid.config import ConfigLink
-from luxid.filters import FILTER_FIELDS, filter_row, rule_from_wire
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
 from luxid.queue import Queue
+from luxid.wconfd_link import WconfdLink
 
 
 def check_job(ops: list[Opcode]) -> None:
@@ -35,9 +35,9 @@ def check_job(ops: list[Opcode]) -> None:
 
 
 class LuxidService(CommonMethods):
-    """Implements client.api.luxi.LuxiApi over a Queue and a ConfigLink."""
+    """Implements client.api.luxi.LuxiApi over a Queue and a WconfdLink."""
 
-    def __init__(self, queue: Queue, config: ConfigLink) -> None:
+    def __init__(self, queue: Queue, config: WconfdLink) -> None:
         self.queue = queue
         self.config = config
         self.metrics = Registry("luxid")
@@ -106,6 +106,7 @@ class LuxidService(CommonMethods):
         return True
 
     async def query_queue_info(self, conn: Connection) -> QueueInfo:
+        await self.queue.settings_known.wait()
         return QueueInfo(**self.queue.queue_info())
 
     # -- filters -----------------------------------------------------------------------
@@ -120,7 +121,7 @@ class LuxidService(CommonMethods):
         reason: list[Any],
     ) -> str:
         rule = await self.config.replace_filter(
-            uuid, priority, predicates, action, reason, watermark=self.queue.store.last_job_id
+            uuid, priority, predicates, action, reason, watermark=self.queue.live.last_id
         )
         self.queue.filters.put(rule)
         self.queue.request_pass()
@@ -134,28 +135,8 @@ class LuxidService(CommonMethods):
     async def query_filters(
         self, conn: Connection, uuids: list[str] | None, fields: list[str] | None
     ) -> list[list[Any]]:
-        if fields is not None:
-            unknown = [f for f in fields if f not in FILTER_FIELDS]
-            if unknown:
-                raise errors.InvalidParams(
-                    f"fields: unknown filter field(s) {', '.join(map(repr, unknown))}"
-                    f" (known: {' '.join(FILTER_FIELDS)})"
-                )
-        rules = {}
-        for raw in await self.config.list_filters():
-            try:
-                rule = rule_from_wire(raw)
-            except errors.FilterError:
-                continue
-            rules[rule.uuid] = rule
-        if uuids is None:
-            chosen = [rules[key] for key in sorted(rules)]
-        else:
-            missing = [u for u in uuids if u not in rules]
-            if missing:
-                raise errors.NotFound(f"no filter rule with uuid {', '.join(missing)}")
-            chosen = [rules[u] for u in uuids]
-        return [filter_row(rule, fields) for rule in chosen]
+        await self.queue.settings_known.wait()
+        return self.queue.filters.rows(uuids, fields)
 
     # -- job processes -----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import msgspec
 
 from client.api.wconfd import Kind, UpdateResult
 from client.errors import InvalidParams
+from client.filterrules import check_filter_object
 from wconfd.clients import Client
 from wconfd.config import check_kind, check_locks
 from wconfd.config.state import Plan
@@ -24,13 +25,17 @@ from wconfd.persistence import Persistence, PlanFn
 
 log = logging.getLogger(__name__)
 
-# Checks an object about to be written (kind, the object as stored); raises a typed
-# error (InvalidParams, FilterError, ...) to refuse the write.
+# Checks an object as the client sent it, before the config core converts it (kind, the
+# object); raises a typed error (FilterError, ...) to refuse the write.
 ObjectCheck = Callable[[str, Any], None]
 
 
-def no_extra_check(kind: str, obj: Any) -> None:
-    """The default ObjectCheck: the config core's own validation is all there is."""
+def check_object(kind: str, obj: Any) -> None:
+    """What the config core's types cannot say: a filter rule gets the add-time checks of
+    SPEC §6.3 that luxid's replace_filter makes (one checker, client.filterrules), so both
+    paths refuse the same rules with FilterError."""
+    if kind == "filter":
+        check_filter_object(obj)
 
 
 class ConfigService:
@@ -40,23 +45,20 @@ class ConfigService:
         self,
         persistence: Persistence,
         locks: Callable[[], LockManager],
-        object_check: ObjectCheck = no_extra_check,
+        object_check: ObjectCheck = check_object,
     ) -> None:
         self.persistence = persistence
         self._locks = locks
         self._object_check = object_check
 
     def _plan(self, client: Client, kind: str, plan_of: Callable[[float], Plan]) -> PlanFn:
-        """A config write's PlanFn: plan, check the object, enforce the locks it needs."""
+        """A config write's PlanFn: plan, then enforce the locks it needs."""
         owner = client.client_id
 
         def plan(now: float) -> tuple[Any, Any]:
             p = plan_of(now)
             if p.record is None:
                 return None, p.result
-            obj = getattr(p.record, "obj", None)
-            if obj is not None:
-                self._object_check(kind, obj)
             self._enforce(owner, kind, p)
             return p.record, p.result
 
@@ -98,6 +100,7 @@ class ConfigService:
     # -- writes ------------------------------------------------------------------------
 
     async def add_object(self, client: Client, kind: Kind, object: dict[str, Any]) -> Any:
+        self._object_check(kind, object)
         config = self.persistence.state.config
         return await self.persistence.submit(
             self._plan(client, kind, lambda now: config.add_object(kind, object, now))
@@ -106,6 +109,7 @@ class ConfigService:
     async def update_object(
         self, client: Client, kind: Kind, object: dict[str, Any]
     ) -> UpdateResult:
+        self._object_check(kind, object)
         config = self.persistence.state.config
         result = await self.persistence.submit(
             self._plan(client, kind, lambda now: config.update_object(kind, object, now))

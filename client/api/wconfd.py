@@ -15,6 +15,7 @@ from client.errors import (
     AlreadyExists,
     ConfigValidationError,
     DeadlockError,
+    FilterError,
     IdentityMismatch,
     InvalidParams,
     LockNotHeld,
@@ -201,7 +202,9 @@ class WConfdApi(CommonApi):
     def list_objects(self, kind: Kind) -> list[Any]:
         """Every object of a kind."""
 
-    @rpc(AlreadyExists, ConfigValidationError, LockNotHeld, InvalidParams, StorageError)
+    @rpc(
+        AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError
+    )
     def add_object(self, kind: Kind, object: dict[str, Any]) -> Any:
         """Add an object (uuid generated if absent); returns it as stored."""
 
@@ -210,6 +213,7 @@ class WConfdApi(CommonApi):
         NotFound,
         AlreadyExists,
         ConfigValidationError,
+        FilterError,
         LockNotHeld,
         InvalidParams,
         StorageError,

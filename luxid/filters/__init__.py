@@ -1,6 +1,9 @@
-"""The pure filter core of luxid (SPEC §6.3): query language, rules, evaluator, rate limits.
+"""The pure filter core of luxid (SPEC §6.3): the evaluator and rate limits.
 
-No sockets, files, clocks or processes.  How the rest of luxid uses it:
+No sockets, files, clocks or processes.  The rules themselves (shape, add-time checks,
+actions, the expression parser) are client.filterrules, shared with wconfd; re-exported
+here.  Modules: `query` (expressions compiled to closures), `compile` (a rule compiled),
+`chain` (the indexed evaluator), `job` (a job as the filters see it), `ratelimit`, `verdict`.  How the rest of luxid uses it:
 
 replace_filter(uuid, priority, predicates, action, reason)
     `rule = make_rule(uuid or str(uuid4()), priority, predicates, action, reason,
@@ -31,6 +34,26 @@ Verdicts are a pure function of (rules, job); `chain.verdict` memoises internall
 scheduler may also cache them per (chain, job id) since a job's filter inputs never change.
 """
 
+from client.filterrules import (
+    ACTIONS,
+    FILTER_FIELDS,
+    PREDICATE_NAMES,
+    FilterRule,
+    action_text,
+    filter_row,
+    make_rule,
+    order_key,
+    parse_action_text,
+    rule_from_wire,
+    rule_to_wire,
+    validate_action,
+    validate_predicates,
+    validate_priority,
+    validate_reason_trail,
+    validate_uuid,
+)
+from luxid.filters.chain import FilterChain
+from luxid.filters.compile import CompiledRule, compile_rule
 from luxid.filters.job import COMMON_PARAMS, FilterJob
 from luxid.filters.query import evaluate_json, parse
 from luxid.filters.ratelimit import (
@@ -48,29 +71,7 @@ from luxid.filters.ratelimit import (
     rate_limited_reason,
     rejected_result,
 )
-from luxid.filters.rules import (
-    ACTIONS,
-    FILTER_FIELDS,
-    PREDICATE_NAMES,
-    CompiledRule,
-    FilterChain,
-    FilterRule,
-    action_text,
-    applying_verdict,
-    compile_rule,
-    filter_row,
-    make_rule,
-    order_key,
-    parse_action_text,
-    rule_from_wire,
-    rule_to_wire,
-    validate_action,
-    validate_predicates,
-    validate_priority,
-    validate_reason_trail,
-    validate_uuid,
-)
-from luxid.verdict import Verdict
+from luxid.filters.verdict import Verdict
 
 __all__ = [
     "ACTIONS",
@@ -84,7 +85,6 @@ __all__ = [
     "FilterRule",
     "Verdict",
     "action_text",
-    "applying_verdict",
     "bucket_full_reason",
     "bucket_limit",
     "bucket_of",

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from luxid.verdict import Verdict
+from luxid.filters.verdict import Verdict
 
 PREFIX: Final = "rate-limit"
 

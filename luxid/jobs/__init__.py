@@ -50,6 +50,7 @@ from luxid.jobs.model import (
     new_job,
     next_op_index,
     resolve_dependency,
+    unstorable_number,
     validate_opcode_common,
     validate_ops,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "set_pending_reason",
     "start_job",
     "unpause_job",
+    "unstorable_number",
     "validate_fields",
     "validate_opcode_common",
     "validate_ops",

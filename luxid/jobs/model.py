@@ -8,11 +8,13 @@ can hand the same Job to a query while a transition builds the next one); transi
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final, Literal
 
 import msgspec
 
 from client import errors
+from client.filterrules import INT64_MAX, INT64_MIN
 
 JobStatus = Literal["queued", "waiting", "running", "canceling", "canceled", "success", "error"]
 OpStatus = JobStatus
@@ -201,6 +203,28 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def unstorable_number(value: Any, where: str) -> str | None:
+    """Where in `value` a number is that no store can keep (SPEC §3: integers fit in signed
+    64 bits, floats are finite), as `where[...]` text; None if there is none."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return None
+    if isinstance(value, int):
+        return None if INT64_MIN <= value <= INT64_MAX else f"{where} = {value}"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} = {value}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = unstorable_number(item, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = unstorable_number(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
 def validate_opcode_common(op: Any, index: int = 0) -> None:
     """Check an opcode's shape and common params (priority, depends, reason, comment).
 
@@ -217,6 +241,14 @@ def validate_opcode_common(op: Any, index: int = 0) -> None:
         return errors.InvalidOpcode(
             f"{op_id}: parameter '{param}' {why}", {"op_id": op_id, "param": param}
         )
+
+    for param, value in op.items():
+        found = unstorable_number(value, str(param))
+        if found is not None:
+            raise bad(
+                str(param),
+                f"holds a number beyond signed 64 bits or not finite ({found[:200]})",
+            )
 
     prio = op.get("priority", DEFAULT_PRIORITY)
     if not _is_int(prio) or not PRIORITY_MIN <= prio <= PRIORITY_MAX:

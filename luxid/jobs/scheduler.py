@@ -24,9 +24,9 @@ from typing import Final
 import msgspec
 
 from luxid.filters.ratelimit import Admission, paused_reason, rejected_result
+from luxid.filters.verdict import Verdict
 from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
-from luxid.verdict import Verdict
 
 VerdictOf = Callable[[Job], Verdict | None]
 BucketsOf = Callable[[Job], Iterable[str]]

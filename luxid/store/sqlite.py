@@ -1,18 +1,19 @@
-"""The durable job store of luxid: one SQLite database (WAL, synchronous=FULL).
+"""The embedded job store of luxid (luxid.store.base's seam): one SQLite database (WAL,
+synchronous=FULL).
 
 Layout: `jobs(id, status, archived, age_ts, data)` where `data` is the msgpack-encoded Job
 without its log entries, and `logs(job_id, serial, op_index, entry)` so appending a log
-entry costs one small row, not a rewrite of the job. `meta` holds the last allocated job
-id, so ids stay strictly increasing and are never reused, whatever gets archived.
+entry costs one small row, not a rewrite of the job. `meta` holds the highest job id ever
+inserted, so ids stay strictly increasing and are never reused, whatever gets archived.
+(Schema version 1, unchanged: stores written before the seam load as they are.)
 
 Archived jobs stay in the database but never in memory: the store keeps only a small
 per-live-job log-serial map, and loads archived jobs one by one on demand.
 
 Every call is blocking. A commit is one fsync of the WAL (about 0.25 ms on the dev
-machine); the daemon shell should run store calls in one worker thread
-(`asyncio.to_thread` or a dedicated executor) or accept that short block. The store is
-thread-safe (one lock around the connection), but batching concurrent submits into one
-`submit_many`/`transaction()` is what makes the commit cost shared.
+machine); luxid runs every write in the group commit's worker thread
+(luxid.store.group_commit), which batches concurrent changes into one `transaction()`.
+The store is thread-safe (one lock around the connection).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
@@ -63,8 +64,6 @@ _FINALIZED_SQL: Final = "('canceled', 'error', 'success')"
 _job_encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
 _log_decoder = msgspec.msgpack.Decoder(LogEntry)
-
-JobBuilder = Callable[[int], Job]
 
 
 def default_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -112,43 +111,40 @@ def _attach_logs(job: Job, rows: Iterable[tuple[int, bytes]]) -> Job:
     return replace(job, ops=tuple(ops))
 
 
-class StoreTransaction:
+class SqliteTransaction:
     """One open write transaction: everything done through it commits in one fsync.
 
-    Obtained from `JobStore.transaction()`; valid only inside its `with` block.
+    Obtained from `SqliteJobStore.transaction()`; valid only inside its `with` block.
     """
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: SqliteJobStore) -> None:
         self._store = store
         self._conn = store._conn
         self._last_id = store._last_id
         self._log_saved: dict[int, int] = {}
         self._dropped: set[int] = set()
 
-    # --- ids and inserts
-
-    def allocate_ids(self, count: int) -> list[int]:
-        """Allocate `count` new job ids (consecutive, above every id ever allocated)."""
-        if count < 0:
-            raise errors.InvalidParams("cannot allocate a negative number of job ids")
-        first = self._last_id + 1
-        self._last_id += count
-        if count:
-            self._conn.execute(
-                "UPDATE meta SET value = ? WHERE key = 'last_job_id'", (self._last_id,)
-            )
-        return list(range(first, first + count))
+    # --- inserts
 
     def insert(self, jobs: Iterable[Job]) -> None:
-        """Store new jobs (their ids must come from `allocate_ids`)."""
+        """Store new jobs; each id must be above every id ever inserted, and the counter
+        (`last_job_id`) moves up to the highest of them in the same transaction."""
         rows = []
         logs: list[tuple[int, int, int, bytes]] = []
         for job in jobs:
-            if job.id > self._last_id or job.id <= 0:
-                raise errors.InvalidParams(f"job id {job.id} was not allocated")
+            if job.id <= self._last_id:
+                raise errors.AlreadyExists(
+                    f"job id {job.id} is not above the last one allocated ({self._last_id})"
+                )
+            self._last_id = job.id
             rows.append(self._row(job))
             logs.extend(self._log_rows(job, 0))
             self._log_saved[job.id] = job.log_serial
+        if not rows:
+            return
+        self._conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'last_job_id'", (self._last_id,)
+        )
         try:
             self._conn.executemany(
                 "INSERT INTO jobs(status, archived, age_ts, data, id) VALUES (?, ?, ?, ?, ?)",
@@ -158,16 +154,6 @@ class StoreTransaction:
             raise errors.AlreadyExists(f"job id already stored: {exc}") from exc
         if logs:
             self._conn.executemany("INSERT INTO logs VALUES (?, ?, ?, ?)", logs)
-
-    def submit(self, builders: Sequence[JobBuilder]) -> list[Job]:
-        """Allocate one id per builder, build each job with its id, store them all."""
-        ids = self.allocate_ids(len(builders))
-        jobs = [build(job_id) for build, job_id in zip(builders, ids, strict=True)]
-        for job_id, job in zip(ids, jobs, strict=True):
-            if job.id != job_id:
-                raise errors.InvalidParams(f"builder for job {job_id} returned job {job.id}")
-        self.insert(jobs)
-        return jobs
 
     # --- updates
 
@@ -204,7 +190,7 @@ class StoreTransaction:
     def set_meta(self, key: str, value: int) -> None:
         """Store a small durable setting of the queue (e.g. the drain flag)."""
         if key == "last_job_id":
-            raise errors.InvalidParams("last_job_id is managed by allocate_ids")
+            raise errors.InvalidParams("last_job_id moves with the inserted jobs")
         self._conn.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value))
         )
@@ -240,8 +226,8 @@ class StoreTransaction:
                     yield (job.id, entry.serial, index, _job_encoder.encode(entry))
 
 
-class JobStore:
-    """The job database. Open with `JobStore.open(path)`; close with `close()`."""
+class SqliteJobStore:
+    """The job database. Open with `SqliteJobStore.open(path)`; close with `close()`."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
@@ -252,7 +238,7 @@ class JobStore:
         self._last_id: int = int(row[0])
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> JobStore:
+    def open(cls, path: str | os.PathLike[str]) -> SqliteJobStore:
         """Open (creating if needed) the database at `path` with WAL and synchronous=FULL."""
         db_path = Path(path)
         conn: sqlite3.Connection | None = None
@@ -296,7 +282,7 @@ class JobStore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> JobStore:
+    def __enter__(self) -> SqliteJobStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -305,7 +291,7 @@ class JobStore:
     # --------------------------------------------------------------- writes
 
     @contextmanager
-    def transaction(self) -> Iterator[StoreTransaction]:
+    def transaction(self) -> Iterator[SqliteTransaction]:
         """A write transaction committed (durably) when the block ends, rolled back on error.
 
         Use it to batch several changes into one fsync: concurrent submits, the status
@@ -317,7 +303,7 @@ class JobStore:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise errors.StorageError(f"cannot start a transaction: {exc}") from exc
-            tx = StoreTransaction(self)
+            tx = SqliteTransaction(self)
             try:
                 yield tx
                 self._conn.execute("COMMIT")
@@ -332,31 +318,7 @@ class JobStore:
             for job_id in tx._dropped:
                 self._log_saved.pop(job_id, None)
 
-    def submit_many(self, builders: Sequence[JobBuilder]) -> list[Job]:
-        """Allocate ids, build and insert jobs, all in ONE transaction (one fsync).
-
-        `builders[i](job_id)` returns the job to store under that id (typically
-        `new_job(job_id, ops, now)`, then filters applied). All or nothing: if one
-        builder raises, nothing is stored and no id is consumed — validate before.
-        """
-        with self.transaction() as tx:
-            return tx.submit(builders)
-
-    def submit(self, builder: JobBuilder) -> Job:
-        """Allocate one id, build and insert one job (one transaction)."""
-        return self.submit_many([builder])[0]
-
-    def update_jobs(self, jobs: Iterable[Job]) -> None:
-        """Write the new state of existing jobs in one transaction (NotFound if unknown)."""
-        with self.transaction() as tx:
-            tx.update(jobs)
-
-    def archive(self, ids: Iterable[int]) -> list[int]:
-        """Archive finalized, non-archived jobs; returns the ids archived (others ignored)."""
-        with self.transaction() as tx:
-            return tx.archive(ids)
-
-    def auto_archive(self, older_than: float, limit: int | None = None) -> tuple[list[int], int]:
+    def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
         """Archive finalized jobs that ended before `older_than` (epoch seconds).
 
         At most `limit` jobs (oldest ids first) in this call, so the shell can honour a
@@ -368,7 +330,7 @@ class JobStore:
         )
         with self.transaction() as tx:
             total = self._conn.execute(f"SELECT COUNT(*) {where}", (older_than,)).fetchone()[0]
-            cap = total if limit is None else max(0, limit)
+            cap = max(0, limit)
             ids = [
                 r[0]
                 for r in self._conn.execute(
@@ -388,7 +350,7 @@ class JobStore:
                 raise errors.StorageError(f"job store read failed: {exc}") from exc
 
     def meta(self, key: str, default: int = 0) -> int:
-        """A setting stored with `StoreTransaction.set_meta`, or `default`."""
+        """A setting stored with `SqliteTransaction.set_meta`, or `default`."""
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
         return int(rows[0][0]) if rows else default
 
@@ -449,13 +411,6 @@ class JobStore:
         """One stored job (archived or not), or None."""
         return self.load_jobs([job_id]).get(job_id)
 
-    def load_archived(self, job_id: int) -> Job:
-        """One archived job; NotFound if there is no such archived job."""
-        job = self.load_job(job_id)
-        if job is None or not job.archived:
-            raise errors.NotFound(f"no archived job {job_id}")
-        return job
-
     def statuses(self, ids: Iterable[int]) -> dict[int, str]:
         """The stored status of each known job among `ids` (archived included)."""
         wanted = sorted({int(i) for i in ids})
@@ -473,23 +428,3 @@ class JobStore:
         """The stored status of one job (archived included), None if unknown."""
         return self.statuses([job_id]).get(job_id)
 
-    def is_archived(self, job_id: int) -> bool | None:
-        """Whether a job is archived; None if unknown."""
-        rows = self._read("SELECT archived FROM jobs WHERE id = ?", (job_id,))
-        return bool(rows[0][0]) if rows else None
-
-    def counts(self, archived: bool | None = False) -> dict[str, int]:
-        """Number of jobs per status: live ones (default), archived ones, or all (None)."""
-        if archived is None:
-            rows = self._read("SELECT status, COUNT(*) FROM jobs GROUP BY status")
-        else:
-            rows = self._read(
-                "SELECT status, COUNT(*) FROM jobs WHERE archived = ? GROUP BY status",
-                (int(archived),),
-            )
-        return {status: n for status, n in rows}
-
-
-def open_store(path: str | os.PathLike[str]) -> JobStore:
-    """Open (creating if needed) the job database at `path`; see `JobStore.open`."""
-    return JobStore.open(path)

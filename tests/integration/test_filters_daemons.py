@@ -75,27 +75,44 @@ def test_replace_query_delete_and_watermark(stack):
     raises(errors.InvalidParams, stack.lc.query_filters, uuids=None, fields=["bogus"])
 
 
-@pytest.mark.parametrize(
-    ("kw", "part"),
-    [
-        ({"predicates": [["nope", None]]}, "predicates"),
-        ({"predicates": [["jobid"]]}, "predicates"),
-        ({"predicates": [["jobid", ["~~", "id", 1]]]}, "predicates"),
-        ({"predicates": [["jobid", ["==", "name", 1]]]}, "predicates"),
-        ({"predicates": [["reason", ["==", "OP_ID", "x"]]]}, "predicates"),
-        ({"predicates": [["opcode", ["=~", "OP_ID", "(unclosed"]]]}, "predicates"),
-        ({"priority": -1}, "priority"),
-        ({"action": "accept"}, "action"),
-        ({"action": ["RATE_LIMIT", 0]}, "action"),
-        ({"uuid": "not-a-uuid"}, "uuid"),
-    ],
-)
+BAD_RULES = [
+    ({"predicates": [["nope", None]]}, "predicates"),
+    ({"predicates": [["jobid"]]}, "predicates"),
+    ({"predicates": [["jobid", ["~~", "id", 1]]]}, "predicates"),
+    ({"predicates": [["jobid", ["==", "name", 1]]]}, "predicates"),
+    ({"predicates": [["reason", ["==", "OP_ID", "x"]]]}, "predicates"),
+    ({"predicates": [["opcode", ["=~", "OP_ID", "(unclosed"]]]}, "predicates"),
+    ({"priority": -1}, "priority"),
+    ({"action": "accept"}, "action"),
+    ({"action": ["RATE_LIMIT", 0]}, "action"),
+    ({"uuid": "not-a-uuid"}, "uuid"),
+]
+
+
+@pytest.mark.parametrize(("kw", "part"), BAD_RULES)
 def test_bad_rules_are_refused_with_filter_error(stack, kw, part):
     args = {"uuid": None, "priority": 0, "predicates": [], "action": "ACCEPT", "reason": []}
     args.update(kw)
     err = raises(errors.FilterError, stack.lc.replace_filter, **args)
     assert part in err.message
     assert stack.lc.query_filters() == []
+
+
+@pytest.mark.parametrize(("kw", "part"), BAD_RULES)
+def test_rules_written_into_wconfd_get_the_same_checks(stack, kw, part):
+    """SPEC §10: a rule is checked the same way whichever path writes it."""
+    rule = {"priority": 0, "predicates": [], "action": "ACCEPT", "reason_trail": []}
+    err = raises(errors.FilterError, stack.wc.add_object, kind="filter", object={**rule, **kw})
+    assert part in err.message
+    assert stack.wc.list_objects("filter") == []
+    good = stack.wc.add_object("filter", rule)
+    if "uuid" not in kw:  # an update names its object by uuid: that one cannot be bad
+        err = raises(
+            errors.FilterError, stack.wc.update_object, kind="filter", object={**good, **kw}
+        )
+        assert part in err.message
+    stack.until(lambda: stack.lc.query_filters(fields=["uuid"]) == [[good["uuid"]]])
+    stack.wc.remove_object("filter", good["uuid"])
 
 
 # -- the seed's examples ---------------------------------------------------------------------

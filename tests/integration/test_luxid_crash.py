@@ -8,6 +8,7 @@ an opcode twice.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -145,3 +146,25 @@ def test_kill9_of_wconfd_under_running_and_waiting_jobs(stack):
     assert stack.wait_final(running) == "success"
     assert stack.wait_final(waiting) == "success"
     stack.until(lambda: not stack.job_locks() and not stack.job_pending())
+
+
+def test_a_store_written_by_an_older_luxid_loads_and_its_jobs_go_on(daemon_factory, tmp_path):
+    """tests/fixtures/luxid_store_v1 (see its README): the job whose process died while
+    luxid was away fails, its dependant fails with it, the queued ones run."""
+    state = tmp_path / "state"
+    state.mkdir()
+    fixture = Path(__file__).parents[1] / "fixtures" / "luxid_store_v1" / "jobs.sqlite"
+    shutil.copyfile(fixture, state / "jobs.sqlite")
+    stack = Stack(daemon_factory)
+    try:
+        assert stack.wait_final(5) == "error"
+        assert stack.field(5, "opresult")[0] == "job process died"
+        assert stack.wait_final(6) == "error"
+        assert stack.wait_final(7) == "success"
+        assert stack.wait_final(8) == "success"
+        assert stack.lc.query_jobs(ids=[1, 2, 3, 4], fields=["status", "archived"]) == [
+            ["success", True], ["success", False], ["error", False], ["canceled", False],
+        ]  # fmt: skip
+        assert stack.submit(delay(0)) == 9  # ids go on above the stored counter
+    finally:
+        stack.close()

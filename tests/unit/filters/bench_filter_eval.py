@@ -18,6 +18,8 @@ import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
+from filters_testlib import verdict_linear, verdicts
+
 from luxid.filters import Admission, FilterChain, FilterJob, FilterRule
 
 OP_IDS = [
@@ -172,16 +174,16 @@ def measure(rules: list[FilterRule], jobs: list[FilterJob], linear: bool) -> dic
     out["build_ms"] = median_ms(lambda: FilterChain(rules))
     base = FilterChain(rules)  # the previous chain: a filter change recompiles only new rules
     out["rebuild_unchanged_ms"] = median_ms(lambda: FilterChain(rules, previous=base))
-    out["cold_pass_ms"] = median_ms(lambda: FilterChain(rules, previous=base).verdicts(jobs))
+    out["cold_pass_ms"] = median_ms(lambda: verdicts(FilterChain(rules, previous=base), jobs))
     chain = FilterChain(rules)
-    chain.verdicts(jobs)
-    out["warm_pass_ms"] = median_ms(lambda: chain.verdicts(jobs))
+    verdicts(chain, jobs)
+    out["warm_pass_ms"] = median_ms(lambda: verdicts(chain, jobs))
     out["cold_selection_pass_ms"] = median_ms(
         lambda: selection_pass(FilterChain(rules, previous=base), jobs)
     )
     if linear:
-        out["linear_pass_ms"] = median_ms(lambda: [chain.verdict_linear(j) for j in jobs], 1)
-    vs = chain.verdicts(jobs)
+        out["linear_pass_ms"] = median_ms(lambda: [verdict_linear(chain, j) for j in jobs], 1)
+    vs = verdicts(chain, jobs)
     out["applying"] = {
         a: sum(1 for v in vs if (v.action if v else None) == a)
         for a in ("ACCEPT", "PAUSE", "REJECT", "RATE_LIMIT", None)

@@ -234,3 +234,35 @@ def ref_verdict(rules: Iterable[FilterRule], j: FilterJob) -> Verdict | None:
             return Verdict("RATE_LIMIT", r.uuid, r.action[1])
         return Verdict(r.action, r.uuid)
     return None
+
+
+# -- reference answers of a chain, by testing every rule in order (no index) ---------------
+
+
+def verdicts(chain: FilterChain, jobs: Iterable[FilterJob]) -> list[Verdict | None]:
+    """`chain.verdict` for each job, in order."""
+    return [chain.verdict(j) for j in jobs]
+
+
+def verdict_linear(chain: FilterChain, job: FilterJob) -> Verdict | None:
+    """The chain's answer by testing every compiled rule in order: the index's reference."""
+    for cr in chain.compiled:
+        if cr.verdict is not None and cr.matches(job):
+            return cr.verdict
+    return None
+
+
+def rule_of(chain: FilterChain, uuid: str) -> FilterRule | None:
+    """The chain's rule with this uuid (the last in order, as the chain keeps it), or None."""
+    return next((r for r in reversed(chain.rules) if r.uuid == uuid), None)
+
+
+def applying_rule(chain: FilterChain, job: FilterJob) -> FilterRule | None:
+    """The rule that applies to the job, or None."""
+    v = chain.verdict(job)
+    return None if v is None else rule_of(chain, v.rule_uuid)
+
+
+def applying_verdict(rules: Iterable[Any], job: FilterJob) -> Verdict | None:
+    """One-off evaluation through a fresh chain."""
+    return FilterChain(rules).verdict(job)

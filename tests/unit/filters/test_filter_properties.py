@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 import msgspec
-from filters_testlib import ref_verdict, select, uid
+from filters_testlib import ref_verdict, rule_of, select, uid, verdict_linear, verdicts
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -124,10 +124,10 @@ jobs_strategy = st.lists(job_strategy, min_size=1, max_size=8)
 def check_all(rules: list[FilterRule], jobs: list[FilterJob]) -> None:
     chain = FilterChain(rules)
     expected = [ref_verdict(rules, j) for j in jobs]
-    assert [chain.verdict_linear(j) for j in jobs] == expected
-    assert chain.verdicts(jobs) == expected
+    assert [verdict_linear(chain, j) for j in jobs] == expected
+    assert verdicts(chain, jobs) == expected
     # again, from the memos, in another order
-    assert chain.verdicts(jobs[::-1]) == expected[::-1]
+    assert verdicts(chain, jobs[::-1]) == expected[::-1]
 
 
 @DIFFERENTIAL
@@ -267,7 +267,7 @@ def test_adding_continue_changes_nothing(
     )
     before = FilterChain(rules)
     after = FilterChain([*rules, extra], previous=before)
-    assert after.verdicts(jobs) == before.verdicts(jobs)
+    assert verdicts(after, jobs) == verdicts(before, jobs)
 
 
 @SETTINGS
@@ -279,7 +279,7 @@ def test_rules_after_the_applying_one_are_never_consulted(
     v = chain.verdict(j)
     if v is None:
         return
-    applying = chain.rule(v.rule_uuid)
+    applying = rule_of(chain, v.rule_uuid)
     assert applying is not None
     pos = chain.rules.index(applying)
     # keep the prefix up to the applying rule, replace everything after it by other rules
@@ -300,11 +300,11 @@ def test_order_is_priority_watermark_uuid(
     rnd.shuffle(shuffled)
     chain = FilterChain(shuffled)
     assert list(chain.rules) == sorted(rules, key=lambda r: (r.priority, r.watermark, r.uuid))
-    assert chain.verdicts(jobs) == FilterChain(rules).verdicts(jobs)
-    for j, v in zip(jobs, chain.verdicts(jobs), strict=True):
+    assert verdicts(chain, jobs) == verdicts(FilterChain(rules), jobs)
+    for j, v in zip(jobs, verdicts(chain, jobs), strict=True):
         if v is not None:
             # no rule before the applying one both matches and is not CONTINUE
-            applying = chain.rule(v.rule_uuid)
+            applying = rule_of(chain, v.rule_uuid)
             assert applying is not None
             for r in chain.rules[: chain.rules.index(applying)]:
                 assert r.action == "CONTINUE" or ref_verdict([r], j) is None
@@ -334,10 +334,10 @@ def test_rate_limits_hold_over_a_run(
             started = select(chain, queued, running, max_running=max_running)
             running += [by_id[i] for i in started]
             queued = [j for j in queued if j.id not in started]
-            verdicts = chain.verdicts(running)
+            current = verdicts(chain, running)
             assert len(running) <= max(max_running, 0)
-            per_rule = Counter(v.rule_uuid for v in verdicts if v and v.action == "RATE_LIMIT")
-            for v in verdicts:
+            per_rule = Counter(v.rule_uuid for v in current if v and v.action == "RATE_LIMIT")
+            for v in current:
                 if v is not None:
                     assert v.action in ("ACCEPT", "RATE_LIMIT")  # PAUSE/REJECT never start
                     if v.action == "RATE_LIMIT":
@@ -397,4 +397,4 @@ def test_validation_raises_only_filter_error(predicates: Any, action: Any, prior
 )
 def test_chain_never_raises_on_stored_junk(stored: list[dict[str, Any]], j: FilterJob) -> None:
     chain = FilterChain(stored)
-    assert chain.verdict(j) == chain.verdict_linear(j)
+    assert chain.verdict(j) == verdict_linear(chain, j)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from filters_testlib import job, rule, select, uid
+from filters_testlib import job, rule, select, uid, verdicts
 
 from luxid.filters import (
     Admission,
@@ -159,4 +159,4 @@ def test_running_jobs_counted_with_the_current_chain() -> None:
     assert select(chain, [job(4), job(5)], running=running[:1]) == [4]
     other = job(6, ops=[{"OP_ID": "OP_TEST_DELAY"}])
     assert select(chain, [job(4), other], running=running) == [6]
-    assert count_rate_limit_rules(chain.verdicts(running)) == Counter({uid(1): 3})
+    assert count_rate_limit_rules(verdicts(chain, running)) == Counter({uid(1): 3})

@@ -7,16 +7,16 @@ from typing import Any
 
 import msgspec
 import pytest
-from filters_testlib import job, rule, uid
+from filters_testlib import applying_rule, applying_verdict, job, rule, rule_of, uid, verdict_linear
 
 from client.errors import FilterError, InvalidParams
+from client.filterrules import check_filter_object
 from luxid.filters import (
     FILTER_FIELDS,
     FilterChain,
     FilterRule,
     Verdict,
     action_text,
-    applying_verdict,
     filter_row,
     make_rule,
     order_key,
@@ -115,16 +115,45 @@ def add(**kw: Any) -> FilterRule:
         ({"reason_trail": "why"}, "reason", "must be a list"),
         ({"reason_trail": [["s", "t"]]}, "reason[0]", "[source, text, timestamp_ns]"),
         ({"reason_trail": [["s", "t", "now"]]}, "reason[0]", "[source, text, timestamp_ns]"),
+        # numbers beyond signed 64 bits (SPEC §3)
+        ({"priority": 2**64}, "priority", "does not fit in a signed 64-bit integer"),
+        ({"priority": 10**30}, "priority", "does not fit in a signed 64-bit integer"),
+        ({"watermark": 2**63}, "watermark", "does not fit in a signed 64-bit integer"),
+        (
+            {"predicates": [["jobid", ["<", "id", 10**30]]]},
+            "predicates[0] (jobid)",
+            "does not fit in a signed 64-bit integer",
+        ),
+        (
+            {"predicates": [["opcode", ["==", "duration", -(2**63) - 1]]]},
+            "predicates[0] (opcode)",
+            "does not fit in a signed 64-bit integer",
+        ),
+        ({"predicates": [["jobid", ["==", "id", 1e300]]]}, "predicates[0] (jobid)", "64-bit"),
+        ({"action": ["RATE_LIMIT", 2**64]}, "action", "positive integer below 2**63"),
+        ({"reason_trail": [["s", "t", 2**64]]}, "reason[0]", "[source, text, timestamp_ns]"),
     ],
 )
 def test_validation_errors(kw: dict[str, Any], part: str, message: str) -> None:
-    with pytest.raises(FilterError) as info:
-        add(**kw)
-    err = info.value
-    assert err.code == -32042
-    assert err.data["part"] == part
-    assert err.message.startswith(f"{part}: ")
-    assert message in err.message
+    """replace_filter's checks (make_rule) and wconfd's (check_filter_object) refuse the
+    same rule with the same FilterError."""
+    stored = {"uuid": uid(1), "priority": 0, "predicates": GOOD_PREDICATES, "action": "ACCEPT",
+              "reason_trail": [], "watermark": 7, **kw}  # fmt: skip
+    for attempt in (lambda: add(**kw), lambda: check_filter_object(stored)):
+        with pytest.raises(FilterError) as info:
+            attempt()
+        err = info.value
+        assert err.code == -32042
+        assert err.data["part"] == part
+        assert err.message.startswith(f"{part}: ")
+        assert message in err.message
+
+
+def test_check_filter_object_takes_wconfd_defaults_and_good_rules() -> None:
+    assert check_filter_object({"uuid": uid(3)}) is None
+    assert check_filter_object(rule_to_wire(add(action=["RATE_LIMIT", 3]))) is None
+    with pytest.raises(FilterError, match="a filter rule is an object"):
+        check_filter_object([1, 2])
 
 
 # What Ganeti accepts at parse time and evaluates as false is accepted here too.
@@ -259,7 +288,7 @@ def test_verdict_kinds() -> None:
         chain = FilterChain([rule(1, [], action)])
         assert chain.verdict(job(1)) == verdict
         expected_rule = None if verdict is None else chain.rules[0]
-        assert chain.applying_rule(job(1)) == expected_rule
+        assert applying_rule(chain, job(1)) == expected_rule
 
 
 # -- the chain on stored rules ----------------------------------------------------------------
@@ -278,7 +307,7 @@ def test_chain_takes_stored_dicts_and_survives_bad_ones() -> None:
     chain = FilterChain(stored)
     assert set(chain.errors) == {uid(2), uid(3), uid(4), uid(5), uid(6)}
     assert chain.verdict(job(1)) == Verdict("PAUSE", uid(1))
-    assert chain.verdict_linear(job(1)) == Verdict("PAUSE", uid(1))
+    assert verdict_linear(chain, job(1)) == Verdict("PAUSE", uid(1))
     assert len(chain) == 4  # the two undecodable ones are not rules at all
 
 
@@ -307,8 +336,8 @@ def test_unchanged_rules_are_not_compiled_again() -> None:
 
 def test_rule_lookup_and_repr() -> None:
     chain = FilterChain([rule(1, [], "CONTINUE"), rule(2, [], "ACCEPT")])
-    assert chain.rule(uid(2)) is chain.rules[1]
-    assert chain.rule(uid(7)) is None
+    assert rule_of(chain, uid(2)) is chain.rules[1]
+    assert rule_of(chain, uid(7)) is None
     assert "2 rules, 1 active" in repr(chain)
 
 
@@ -339,6 +368,6 @@ def test_predicates_may_be_satisfied_by_different_opcodes_or_entries(
     )
     chain = FilterChain([rule(1, predicates, "PAUSE")])
     assert chain.verdict(j) == Verdict("PAUSE", uid(1))
-    assert chain.verdict_linear(j) == Verdict("PAUSE", uid(1))
+    assert verdict_linear(chain, j) == Verdict("PAUSE", uid(1))
     other = job(2, ops=[{"OP_ID": "A", "name": "x", "reason": [["s", "r1", 1]]}])
     assert chain.verdict(other) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from filters_testlib import select, uid
+from filters_testlib import select, uid, verdicts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,7 +136,7 @@ def test_throttle_disk_replacements_to_ten(queues: list[list[FilterJob]]) -> Non
         queue = [j for j in queue if j.id not in {r.id for r in running}]
         started = set(select(chain, queue, running, max_running=1000))
         running += [j for j in queue if j.id in started]
-        throttled = [v for v in chain.verdicts(running) if v == Verdict("RATE_LIMIT", uid(1), 10)]
+        throttled = [v for v in verdicts(chain, running) if v == Verdict("RATE_LIMIT", uid(1), 10)]
         assert len(throttled) <= 10
         # every other job started (a reason-trail bucket may still hold it back)
         for j in queue:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from filters_testlib import job, ref_verdict, rule, select, uid
+from filters_testlib import job, ref_verdict, rule, select, uid, verdict_linear
 
 from client.errors import FilterError
 from luxid.filters import (
@@ -53,7 +53,7 @@ def test_predicate_vector(predicate: list[Any], expected: bool) -> None:
     r = rule(1, [predicate], "ACCEPT", watermark=1)
     chain = FilterChain([r])
     assert (chain.verdict(job(1)) is not None) is expected
-    assert (chain.verdict_linear(job(1)) is not None) is expected
+    assert (verdict_linear(chain, job(1)) is not None) is expected
     assert (ref_verdict([r], job(1)) is not None) is expected
 
 

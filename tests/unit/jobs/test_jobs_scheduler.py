@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from luxid.filters.verdict import Verdict
 from luxid.jobs import (
     REASON_MAX_RUNNING,
     Job,
@@ -20,7 +21,6 @@ from luxid.jobs import (
     select_jobs,
     start_job,
 )
-from luxid.verdict import Verdict
 
 NO_BUCKETS: Callable[[Job], frozenset[str]] = lambda job: frozenset()  # noqa: E731
 NO_VERDICT: Callable[[Job], Verdict | None] = lambda job: None  # noqa: E731

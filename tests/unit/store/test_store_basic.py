@@ -11,6 +11,16 @@ import time
 from pathlib import Path
 
 import pytest
+from store_testlib import (
+    archive,
+    counts,
+    is_archived,
+    load_archived,
+    submit,
+    submit_many,
+    tx_submit,
+    update_jobs,
+)
 
 from client import errors
 from luxid.jobs import (
@@ -23,7 +33,7 @@ from luxid.jobs import (
     new_job,
     start_job,
 )
-from luxid.store import JobStore, default_path, open_store
+from luxid.store import SqliteJobStore, default_path, open_store
 
 OPS = [{"OP_ID": "OP_TEST_DELAY", "duration": 0.5, "reason": [["cli", "test", 1]]}]
 
@@ -46,7 +56,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db: Path):  # type: ignore[no-untyped-def]
-    s = JobStore.open(db)
+    s = SqliteJobStore.open(db)
     yield s
     s.close()
 
@@ -55,7 +65,7 @@ def store(db: Path):  # type: ignore[no-untyped-def]
 
 
 def test_open_sets_wal_full_sync_and_private_file(db: Path) -> None:
-    with JobStore.open(db) as s:
+    with SqliteJobStore.open(db) as s:
         assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         assert s.last_job_id == 0
@@ -68,18 +78,18 @@ def test_round_trip_through_reopen(db: Path) -> None:
         {"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": -3, "comment": "c"},
         {"OP_ID": "OP_CLUSTER_RENAME", "name": "x", "depends": [[-1, ["success"]]]},
     ]
-    with JobStore.open(db) as s:
-        first = s.submit(builder())
-        job = s.submit(builder(ops, now=2000.0))
+    with SqliteJobStore.open(db) as s:
+        first = submit(s, builder())
+        job = submit(s, builder(ops, now=2000.0))
         job = start_job(job, 2001.0, pid=321, pid_start=2000.5)
         job = mark_opcode_running(job, 0, 2002.0)
         job = add_log(job, 0, 2002.1, "message", "one")
-        s.update_jobs([job])
+        update_jobs(s, [job])
         job = add_log(job, 0, 2002.2, "message", {"structured": [1, 2]})
         job = finish_opcode(job, 0, 2003.0, True, {"result": [1, 2.5, None]})
         job = add_log(job, 1, 2003.5, "message", "three")
-        s.update_jobs([job])
-    with JobStore.open(db) as s:
+        update_jobs(s, [job])
+    with SqliteJobStore.open(db) as s:
         live = {j.id: j for j in s.load_live()}
         assert live == {first.id: first, job.id: job}
         assert live[job.id].process_id == 321 and live[job.id].process_start == 2000.5
@@ -89,75 +99,75 @@ def test_round_trip_through_reopen(db: Path) -> None:
         assert s._conn.execute("SELECT COUNT(*) FROM logs").fetchone()[0] == 3
 
 
-def test_pending_reason_is_not_persisted(store: JobStore) -> None:
+def test_pending_reason_is_not_persisted(store: SqliteJobStore) -> None:
     from luxid.jobs import set_pending_reason
 
-    job = store.submit(builder())
-    store.update_jobs([set_pending_reason(job, "max running jobs reached")])
+    job = submit(store, builder())
+    update_jobs(store, [set_pending_reason(job, "max running jobs reached")])
     assert store.load_job(job.id) == job
 
 
 # ----------------------------------------------------------------------- ids
 
 
-def test_ids_are_consecutive_in_a_batch_and_increase(store: JobStore) -> None:
-    jobs = store.submit_many([builder()] * 5)
+def test_ids_are_consecutive_in_a_batch_and_increase(store: SqliteJobStore) -> None:
+    jobs = submit_many(store, [builder()] * 5)
     assert [j.id for j in jobs] == [1, 2, 3, 4, 5]
-    assert store.submit(builder()).id == 6
+    assert submit(store, builder()).id == 6
     assert store.last_job_id == 6
 
 
 def test_ids_never_reused_after_archive_and_reopen(db: Path) -> None:
-    with JobStore.open(db) as s:
-        jobs = s.submit_many([builder()] * 3)
-        s.update_jobs([finished(j, 1100.0) for j in jobs])
-        assert s.archive([1, 2, 3]) == [1, 2, 3]
+    with SqliteJobStore.open(db) as s:
+        jobs = submit_many(s, [builder()] * 3)
+        update_jobs(s, [finished(j, 1100.0) for j in jobs])
+        assert archive(s, [1, 2, 3]) == [1, 2, 3]
         assert s.load_live() == []
-    with JobStore.open(db) as s:
+    with SqliteJobStore.open(db) as s:
         assert s.last_job_id == 3
-        assert s.submit(builder()).id == 4
+        assert submit(s, builder()).id == 4
 
 
-def test_failed_batch_stores_nothing_and_consumes_no_id(store: JobStore) -> None:
-    store.submit(builder())
+def test_failed_batch_stores_nothing_and_consumes_no_id(store: SqliteJobStore) -> None:
+    submit(store, builder())
 
     def bad(job_id: int) -> Job:
         raise errors.InvalidOpcode("nope")
 
     with pytest.raises(errors.InvalidOpcode):
-        store.submit_many([builder(), bad])
+        submit_many(store, [builder(), bad])
     assert store.last_job_id == 1
     assert [j.id for j in store.load_live()] == [1]
     with pytest.raises(errors.InvalidParams):
-        store.submit(lambda job_id: new_job(job_id + 1, OPS, 1.0))
-    assert store.submit(builder()).id == 2
+        submit(store, lambda job_id: new_job(job_id + 1, OPS, 1.0))
+    assert submit(store, builder()).id == 2
 
 
-def test_transaction_batches_and_rolls_back_together(store: JobStore) -> None:
-    a = store.submit(builder())
+def test_transaction_batches_and_rolls_back_together(store: SqliteJobStore) -> None:
+    a = submit(store, builder())
     with store.transaction() as tx:
-        b, c = tx.submit([builder(), builder()])
+        b, c = tx_submit(tx, [builder(), builder()])
         tx.update([cancel_job(a, 5.0).job])
-        (d,) = tx.submit([builder()])
+        (d,) = tx_submit(tx, [builder()])
     assert [b.id, c.id, d.id] == [2, 3, 4]
     assert store.status_of(1) == "canceled"
     with pytest.raises(RuntimeError), store.transaction() as tx:
-        tx.submit([builder()])
+        tx_submit(tx, [builder()])
         tx.update([cancel_job(b, 6.0).job])
         raise RuntimeError("shell crashed mid-batch")
     assert store.last_job_id == 4
     assert store.status_of(2) == "queued"
     assert store.status_of(5) is None
-    assert store.submit(builder()).id == 5
+    assert submit(store, builder()).id == 5
 
 
-def test_concurrent_submits_from_threads_get_distinct_ids(store: JobStore) -> None:
+def test_concurrent_submits_from_threads_get_distinct_ids(store: SqliteJobStore) -> None:
     got: list[int] = []
     lock = threading.Lock()
 
     def worker() -> None:
         for _ in range(50):
-            job = store.submit(builder())
+            job = submit(store, builder())
             with lock:
                 got.append(job.id)
 
@@ -172,50 +182,50 @@ def test_concurrent_submits_from_threads_get_distinct_ids(store: JobStore) -> No
 # ------------------------------------------------------------------ updates
 
 
-def test_update_unknown_job_is_not_found_and_changes_nothing(store: JobStore) -> None:
-    job = store.submit(builder())
+def test_update_unknown_job_is_not_found_and_changes_nothing(store: SqliteJobStore) -> None:
+    job = submit(store, builder())
     ghost = new_job(99, OPS, 1.0)
     with pytest.raises(errors.NotFound):
-        store.update_jobs([cancel_job(job, 2.0).job, ghost])
+        update_jobs(store, [cancel_job(job, 2.0).job, ghost])
     assert store.status_of(job.id) == "queued"
 
 
 def test_update_of_a_stale_job_does_not_duplicate_logs(db: Path) -> None:
-    with JobStore.open(db) as s:
-        job = s.submit(builder())
+    with SqliteJobStore.open(db) as s:
+        job = submit(s, builder())
         job = add_log(start_job(job, 1.0, 1, 1.0), 0, 2.0, "message", "a")
-        s.update_jobs([job])
-    with JobStore.open(db) as s:  # fresh memory: the stored serial comes from the db
+        update_jobs(s, [job])
+    with SqliteJobStore.open(db) as s:  # fresh memory: the stored serial comes from the db
         job = add_log(job, 0, 3.0, "message", "b")
-        s.update_jobs([job])
-        s.update_jobs([job])
+        update_jobs(s, [job])
+        update_jobs(s, [job])
         assert [e.message for e in s.load_job(job.id).ops[0].log] == ["a", "b"]  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------------------ archive
 
 
-def test_archive_only_finalized_live_jobs(store: JobStore) -> None:
-    jobs = store.submit_many([builder()] * 4)
-    store.update_jobs([finished(jobs[0], 10.0), cancel_job(jobs[1], 11.0).job])
-    assert store.archive([1, 2, 3, 77]) == [1, 2]
-    assert store.archive([1]) == []
+def test_archive_only_finalized_live_jobs(store: SqliteJobStore) -> None:
+    jobs = submit_many(store, [builder()] * 4)
+    update_jobs(store, [finished(jobs[0], 10.0), cancel_job(jobs[1], 11.0).job])
+    assert archive(store, [1, 2, 3, 77]) == [1, 2]
+    assert archive(store, [1]) == []
     assert [j.id for j in store.load_live()] == [3, 4]
-    archived = store.load_archived(1)
+    archived = load_archived(store, 1)
     assert archived.archived and archived.ops[0].result == {"id": 1}
     assert archived.ops[0].log[0].message == "job 1 ran"
     with pytest.raises(errors.NotFound):
-        store.load_archived(3)
+        load_archived(store, 3)
     with pytest.raises(errors.NotFound):
-        store.load_archived(1234)
-    assert store.is_archived(1) is True and store.is_archived(3) is False
-    assert store.is_archived(1234) is None
+        load_archived(store, 1234)
+    assert is_archived(store, 1) is True and is_archived(store, 3) is False
+    assert is_archived(store, 1234) is None
     assert store.statuses([1, 2, 3, 1234]) == {1: "success", 2: "canceled", 3: "queued"}
 
 
-def test_auto_archive_by_age_with_limit(store: JobStore) -> None:
-    jobs = store.submit_many([builder()] * 6)
-    store.update_jobs(
+def test_auto_archive_by_age_with_limit(store: SqliteJobStore) -> None:
+    jobs = submit_many(store, [builder()] * 6)
+    update_jobs(store,
         [
             finished(jobs[0], 100.0),
             finished(jobs[1], 200.0, success=False),
@@ -226,21 +236,21 @@ def test_auto_archive_by_age_with_limit(store: JobStore) -> None:
     )
     archived, remaining = store.auto_archive(older_than=250.0, limit=2)
     assert archived == [1, 2] and remaining == 1
-    archived, remaining = store.auto_archive(older_than=250.0)
+    archived, remaining = store.auto_archive(older_than=250.0, limit=100)
     assert archived == [4] and remaining == 0
-    assert store.auto_archive(older_than=1e12) == ([3], 0)
+    assert store.auto_archive(older_than=1e12, limit=100) == ([3], 0)
     assert [j.id for j in store.load_live()] == [5, 6]
 
 
-def test_counts(store: JobStore) -> None:
-    jobs = store.submit_many([builder()] * 5)
-    store.update_jobs(
+def test_counts(store: SqliteJobStore) -> None:
+    jobs = submit_many(store, [builder()] * 5)
+    update_jobs(store,
         [finished(jobs[0], 1.0), finished(jobs[1], 1.0), cancel_job(jobs[2], 1.0).job]
     )
-    store.archive([1])
-    assert store.counts() == {"queued": 2, "success": 1, "canceled": 1}
-    assert store.counts(archived=True) == {"success": 1}
-    assert store.counts(archived=None) == {"queued": 2, "success": 2, "canceled": 1}
+    archive(store, [1])
+    assert counts(store, ) == {"queued": 2, "success": 1, "canceled": 1}
+    assert counts(store, archived=True) == {"success": 1}
+    assert counts(store, archived=None) == {"queued": 2, "success": 2, "canceled": 1}
 
 
 # ------------------------------------------------------------------- errors
@@ -249,58 +259,58 @@ def test_counts(store: JobStore) -> None:
 def test_open_failure_is_storage_error(tmp_path: Path) -> None:
     (tmp_path / "dir.sqlite").mkdir()
     with pytest.raises(errors.StorageError):
-        JobStore.open(tmp_path / "dir.sqlite")
+        SqliteJobStore.open(tmp_path / "dir.sqlite")
     (tmp_path / "file").write_text("")
     with pytest.raises(errors.StorageError):
-        open_store(tmp_path / "file" / "jobs.sqlite")  # parent is a file: OSError
+        open_store(tmp_path / "file")  # the state dir is a file: OSError
 
 
-def test_sqlite_failure_is_storage_error_and_changes_nothing(store: JobStore) -> None:
-    store.submit(builder())
+def test_sqlite_failure_is_storage_error_and_changes_nothing(store: SqliteJobStore) -> None:
+    submit(store, builder())
     real = store._conn
     store._conn = sqlite3.connect(":memory:", isolation_level=None)  # no tables: writes fail
     try:
         with pytest.raises(errors.StorageError):
-            store.submit(builder())
+            submit(store, builder())
         with pytest.raises(errors.StorageError):
             store.load_live()
     finally:
         store._conn.close()
         store._conn = real
     assert store.last_job_id == 1
-    assert store.submit(builder()).id == 2
+    assert submit(store, builder()).id == 2
 
 
-def test_disk_full_is_storage_error_and_changes_nothing(store: JobStore) -> None:
-    first = store.submit(builder())
+def test_disk_full_is_storage_error_and_changes_nothing(store: SqliteJobStore) -> None:
+    first = submit(store, builder())
     pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
     store._conn.execute(f"PRAGMA max_page_count = {pages}")
     big = [{"OP_ID": "OP_TEST_DELAY", "duration": 0, "payload": "x" * 20_000}]
     with pytest.raises(errors.StorageError) as info:
-        store.submit_many([builder(big)] * 5)
+        submit_many(store, [builder(big)] * 5)
     assert "full" in info.value.message
     with pytest.raises(errors.StorageError):
-        store.update_jobs([add_log(start_job(first, 1.0, 1, 1.0), 0, 1.0, "m", "y" * 50_000)])
+        update_jobs(store, [add_log(start_job(first, 1.0, 1, 1.0), 0, 1.0, "m", "y" * 50_000)])
     assert store.last_job_id == 1
     assert store.load_live() == [first]
     store._conn.execute("PRAGMA max_page_count = 1073741823")
-    assert store.submit(builder(big)).id == 2
+    assert submit(store, builder(big)).id == 2
 
 
-def test_corrupt_job_data_is_storage_error(store: JobStore) -> None:
-    job = store.submit(builder())
+def test_corrupt_job_data_is_storage_error(store: SqliteJobStore) -> None:
+    job = submit(store, builder())
     store._conn.execute("UPDATE jobs SET data = x'c1c1' WHERE id = ?", (job.id,))
     with pytest.raises(errors.StorageError):
         store.load_live()
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
-    JobStore.open(db).close()
+    SqliteJobStore.open(db).close()
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     with pytest.raises(errors.StorageError):
-        JobStore.open(db)
+        SqliteJobStore.open(db)
 
 
 # -------------------------------------------------------------------- speed
@@ -318,16 +328,16 @@ def _bare_commit_ms(conn: sqlite3.Connection, n: int) -> float:
     return statistics.median(lat) * 1e3
 
 
-def _submit_ms(store: JobStore, n: int) -> float:
+def _submit_ms(store: SqliteJobStore, n: int) -> float:
     lat = []
     for _ in range(n):
         t = time.perf_counter()
-        store.submit(builder())
+        submit(store, builder())
         lat.append(time.perf_counter() - t)
     return statistics.median(lat) * 1e3
 
 
-def test_submit_cost_single_and_batched(store: JobStore, tmp_path: Path) -> None:
+def test_submit_cost_single_and_batched(store: SqliteJobStore, tmp_path: Path) -> None:
     """SPEC §11: submit_job ≥ 1,000 jobs/s from one client, one durable commit per submit.
 
     A durable submit is bounded by the disk's fsync, which on this shared machine moves
@@ -340,7 +350,7 @@ def test_submit_cost_single_and_batched(store: JobStore, tmp_path: Path) -> None
     bare.execute("PRAGMA journal_mode=WAL")
     bare.execute("PRAGMA synchronous=FULL")
     bare.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB)")
-    nosync = JobStore.open(tmp_path / "nosync.sqlite")
+    nosync = SqliteJobStore.open(tmp_path / "nosync.sqlite")
     nosync._conn.execute("PRAGMA synchronous=OFF")
     n = 100
     bare_ms = store_ms = cpu_ms = float("inf")
@@ -351,7 +361,7 @@ def test_submit_cost_single_and_batched(store: JobStore, tmp_path: Path) -> None
         cpu_ms = min(cpu_ms, _submit_ms(nosync, n))
         t0 = time.perf_counter()
         for _ in range(6):
-            store.submit_many([builder()] * 50)
+            submit_many(store, [builder()] * 50)
         batched = max(batched, 300 / (time.perf_counter() - t0))
     bare.close()
     nosync.close()

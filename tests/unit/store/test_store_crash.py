@@ -10,11 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from store_testlib import submit
 
 from luxid.jobs import job_status, new_job
-from luxid.store import JobStore
+from luxid.store import SqliteJobStore
 
 REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent  # store_testlib, for the writer script
 
 # The writer acknowledges (prints) each change only after the store call returned, i.e.
 # after COMMIT: exactly what luxid does before answering a client.
@@ -22,9 +24,10 @@ WRITER = textwrap.dedent(
     """
     import os, sys
     from luxid.jobs import new_job, start_job, mark_opcode_running, finish_opcode, add_log
-    from luxid.store import JobStore
+    from luxid.store import SqliteJobStore
+    from store_testlib import submit_many, tx_submit, update_jobs
 
-    store = JobStore.open(sys.argv[1])
+    store = SqliteJobStore.open(sys.argv[1])
     mode = sys.argv[2]
     ops = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
     i = 0
@@ -32,16 +35,16 @@ WRITER = textwrap.dedent(
         i += 1
         if mode == "exit-in-transaction" and i == 50:
             with store.transaction() as tx:
-                tx.submit([lambda jid: new_job(jid, ops, 1.0)] * 3)
+                tx_submit(tx, [lambda jid: new_job(jid, ops, 1.0)] * 3)
                 os._exit(3)
         batch = 1 + i % 3
-        jobs = store.submit_many([lambda jid: new_job(jid, ops, float(jid))] * batch)
+        jobs = submit_many(store, [lambda jid: new_job(jid, ops, float(jid))] * batch)
         print("S", *[j.id for j in jobs], flush=True)
         job = jobs[0]
         job = mark_opcode_running(start_job(job, 2.0, os.getpid(), 1.0), 0, 2.0)
         job = add_log(job, 0, 2.5, "message", "ran %d" % job.id)
         job = finish_opcode(job, 0, 3.0, True, job.id)
-        store.update_jobs([job])
+        update_jobs(store, [job])
         print("U", job.id, flush=True)
     """
 )
@@ -49,12 +52,12 @@ WRITER = textwrap.dedent(
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(HERE), env.get("PYTHONPATH", "")))
     return env
 
 
 def _check(db: Path, submitted: set[int], updated: set[int]) -> None:
-    with JobStore.open(db) as store:
+    with SqliteJobStore.open(db) as store:
         live = {j.id: j for j in store.load_live()}
         assert submitted <= set(live), f"lost jobs: {sorted(submitted - set(live))}"
         for job_id in updated:
@@ -63,7 +66,7 @@ def _check(db: Path, submitted: set[int], updated: set[int]) -> None:
             assert job.ops[0].log[0].message == f"ran {job_id}"
         assert store.last_job_id >= max(submitted)
         # ids are never reused after a crash either
-        new = store.submit(lambda jid: new_job(jid, [{"OP_ID": "OP_TEST_DELAY"}], 9.0))
+        new = submit(store, lambda jid: new_job(jid, [{"OP_ID": "OP_TEST_DELAY"}], 9.0))
         assert new.id > max(live)
 
 
@@ -118,7 +121,7 @@ def test_exit_inside_a_transaction_keeps_only_commits(tmp_path: Path) -> None:
     }
     updated = {int(line.split()[1]) for line in out.stdout.splitlines() if line[0] == "U"}
     _check(db, submitted, updated)
-    with JobStore.open(db) as store:
+    with SqliteJobStore.open(db) as store:
         # the uncommitted batch is gone: live jobs are exactly the acknowledged ones + 1 new
         live_ids = {j.id for j in store.load_live()}
         assert live_ids - submitted == {max(live_ids)}

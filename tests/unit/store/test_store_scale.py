@@ -10,12 +10,14 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent  # store_testlib, for the scripts
 
 FILL = textwrap.dedent(
     """
     import json, resource, sys, time
     from luxid.jobs import add_log, finish_opcode, mark_opcode_running, new_job, start_job
-    from luxid.store import JobStore
+    from luxid.store import SqliteJobStore
+    from store_testlib import counts, load_archived, submit, submit_many
 
     def peak_rss_mb():
         # VmHWM belongs to this address space: unlike ru_maxrss it does not inherit the
@@ -29,7 +31,7 @@ FILL = textwrap.dedent(
             pass
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    store = JobStore.open(sys.argv[1])
+    store = SqliteJobStore.open(sys.argv[1])
     ops = [{"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_nodes": ["n1", "n2"],
             "reason": [["cli", "scale test", 1]]}]
 
@@ -41,7 +43,7 @@ FILL = textwrap.dedent(
 
     t0 = time.perf_counter()
     for _ in range(100):
-        store.submit_many([build] * 1000)
+        submit_many(store, [build] * 1000)
     t1 = time.perf_counter()
     archived = 0
     while True:
@@ -50,7 +52,7 @@ FILL = textwrap.dedent(
         if not remaining:
             break
     t2 = time.perf_counter()
-    store.submit(lambda jid: new_job(jid, ops, 3000.0))  # one live job
+    submit(store, lambda jid: new_job(jid, ops, 3000.0))  # one live job
     print(json.dumps({
         "insert_s": t1 - t0, "archive_s": t2 - t1, "archived": archived,
         "maxrss_mb": peak_rss_mb(),
@@ -62,7 +64,8 @@ REOPEN = textwrap.dedent(
     """
     import json, resource, sys, time
     import psutil
-    from luxid.store import JobStore
+    from luxid.store import SqliteJobStore
+    from store_testlib import counts, load_archived, submit, submit_many
 
     def peak_rss_mb():
         # VmHWM belongs to this address space: unlike ru_maxrss it does not inherit the
@@ -77,10 +80,10 @@ REOPEN = textwrap.dedent(
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     t0 = time.perf_counter()
-    store = JobStore.open(sys.argv[1])
+    store = SqliteJobStore.open(sys.argv[1])
     live = store.load_live()
-    counts = store.counts(archived=True)
-    job = store.load_archived(54321)
+    counts = counts(store, archived=True)
+    job = load_archived(store, 54321)
     print(json.dumps({
         "open_load_s": time.perf_counter() - t0, "live": [j.id for j in live],
         "archived_counts": counts, "log": job.ops[0].log[0].message,
@@ -93,7 +96,7 @@ REOPEN = textwrap.dedent(
 
 def _run(script: str, db: Path) -> dict[str, object]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(HERE), env.get("PYTHONPATH", "")))
     out = subprocess.run(
         [sys.executable, "-c", script, str(db)],
         capture_output=True,

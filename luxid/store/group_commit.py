@@ -1,15 +1,17 @@
-"""Group commit for the job store: every write of luxid goes through one worker thread.
+"""Group commit: luxid's one writer of the job store, on one worker thread.
 
 A commit costs one fsync (milliseconds on many disks), so writes are never made one by
-one: callers enqueue them and await their result; the worker takes everything queued so
-far and commits it in ONE transaction.  While a commit runs, new writes queue up for the
-next one, so N concurrent submits or job reports cost one fsync, not N.  The event loop
-never blocks on the disk.
+one: the event loop enqueues them (new jobs, job updates, archive and meta changes) and
+awaits their result; the worker takes everything queued so far and commits it in ONE
+transaction.  While a commit runs, new writes queue up for the next one, so N concurrent
+submits or job reports cost one fsync, not N.  The event loop never blocks on the disk,
+and the worker decides nothing: every job it writes was built on the event loop.
 
 Writes are applied in the order they were enqueued (enqueueing is synchronous, so the
-order is the order of the event loop's decisions).  If a batch fails with a storage
-error, every write of it fails (nothing was stored).  If it fails with anything else (a
-bug in one builder), the writes are retried one by one so that only the faulty one fails.
+order is the order of the event loop's decisions).  If a batch fails with a storage error,
+every write of it fails (nothing was stored).  If it fails with anything else (one write
+that cannot be stored), the writes are retried one by one so that only that one fails:
+one client's bad write never fails another's.
 """
 
 from __future__ import annotations
@@ -23,31 +25,33 @@ from typing import Any, TypeVar
 
 from client import errors
 from luxid.jobs import Job
-from luxid.store import JobBuilder, JobStore, StoreTransaction
+from luxid.store.base import JobStore, StoreTransaction
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# How often close() says what it still waits for.
+CLOSE_REPORT_EVERY = 1.0
 
 
 @dataclass
 class _Write:
-    """One queued write: new jobs to build, jobs to update, or a function.
+    """One queued write: new jobs, job updates, or a function.
 
     `func` runs inside the batch's transaction; `alone` runs between transactions with
     the store itself (for store methods that make their own transaction).
     """
 
     future: asyncio.Future[Any]
-    builders: Sequence[JobBuilder] = ()
+    new: Sequence[Job] = ()
     jobs: Sequence[Job] = ()
     func: Callable[[StoreTransaction], Any] | None = None
     alone: Callable[[JobStore], Any] | None = None
     result: Any = field(default=None)
 
     def apply(self, tx: StoreTransaction) -> None:
-        if self.builders:
-            self.result = tx.submit(self.builders)
+        if self.new:
+            tx.insert(self.new)
         if self.jobs:
             tx.update(self.jobs)
         if self.func is not None:
@@ -57,7 +61,7 @@ class _Write:
 Outcome = BaseException | None
 
 
-class StoreWriter:
+class GroupCommit:
     """Serialises and batches the writes of one JobStore (see the module docstring)."""
 
     def __init__(self, store: JobStore) -> None:
@@ -66,9 +70,9 @@ class StoreWriter:
         self._queue: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    def submit(self, builders: Sequence[JobBuilder]) -> asyncio.Future[list[Job]]:
-        """Allocate ids and store the jobs the builders make (they run in the worker)."""
-        return self._enqueue(builders=builders)
+    def insert(self, jobs: Sequence[Job]) -> asyncio.Future[None]:
+        """Store new jobs (ids allocated by luxid above every stored one)."""
+        return self._enqueue(new=jobs)
 
     def update(self, jobs: Sequence[Job]) -> asyncio.Future[None]:
         """Store the new state of existing jobs."""
@@ -82,11 +86,31 @@ class StoreWriter:
         """Run `func(store)` in the worker after the writes queued before it."""
         return self._enqueue(alone=func)
 
-    async def close(self) -> None:
-        """Wait for queued writes, then stop the worker thread."""
+    @property
+    def pending(self) -> int:
+        """Writes queued or being committed."""
+        return len(self._queue) + (1 if self._flusher is not None else 0)
+
+    async def close(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) for queued writes, then stop the worker thread.
+
+        Says every second what it still waits for.  False if writes were still running
+        when the time was up (their callers were answered nothing; nothing acknowledged
+        is lost, since acknowledgements follow commits).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while self._flusher is not None:
-            await asyncio.shield(self._flusher)
-        self._executor.shutdown(wait=True)
+            left = deadline - loop.time()
+            if left <= 0:
+                log.error("job store: giving up on %d unfinished write(s) at stop", self.pending)
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                return False
+            done, _ = await asyncio.wait({self._flusher}, timeout=min(left, CLOSE_REPORT_EVERY))
+            if not done:
+                log.warning("stopping: waiting for %d job store write(s)", self.pending)
+        self._executor.shutdown(wait=False)
+        return True
 
     # ---------------------------------------------------------------------------------
 
@@ -148,8 +172,8 @@ class StoreWriter:
             return [exc] * len(group)
         except Exception as exc:
             if len(group) == 1:
-                log.exception("job store write failed")
                 if isinstance(exc, errors.RpcError):
                     return [exc]
+                log.exception("job store write failed")
                 return [errors.InternalError("job store write failed; see the luxid log")]
         return [self._commit([write])[0] for write in group]

@@ -1,12 +1,22 @@
-"""The live jobs in memory, kept in step with the store, and change notification.
+"""The live jobs in memory, kept in step with the store: luxid's one write path for jobs.
 
 luxid keeps every non-archived job in memory (a dict of frozen Job values) and answers
-queries from it.  A change is made in memory first, so the next decision of the event loop
-builds on it, then written through the StoreWriter; whoever caused it is answered once it
-is durable, and the watchers of the job (wait_for_job_change) are woken then too.  If the
-write fails, the jobs are reloaded from the store, so memory never stays ahead of the disk.
+queries from it.  Every job change goes through this module, on the event loop:
 
+- new jobs get their ids here (`allocate_ids`, in memory, above every id ever stored) and
+  are written with `add`; they enter memory once durable (a query never shows a job that
+  a crash could lose);
+- a change of a live job is made in memory first (`commit`, `commit_soon`), so the next
+  decision of the event loop builds on it, then written; whoever caused it is answered
+  once it is durable, and the watchers of the job (wait_for_job_change) are woken then
+  too.  If the write fails, the jobs are reloaded from the store, so memory never stays
+  ahead of the disk;
+- archiving (`archive`, `auto_archive`) drops jobs from memory once durable.
+
+The writes go through the group commit (luxid.store.group_commit), the only writer.
 Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
+Ids of a failed insert are not handed out again while luxid runs (ids are never reused by
+an acknowledged job, which is all SPEC §6.1 promises to observers).
 """
 
 from __future__ import annotations
@@ -18,18 +28,19 @@ from collections.abc import Iterable
 from client import errors
 from luxid.jobs import Job, job_status
 from luxid.store import JobStore
-from luxid.writer import StoreWriter
+from luxid.store.group_commit import GroupCommit
 
 log = logging.getLogger(__name__)
 
 
-class JobTable:
+class LiveJobs:
     """Live jobs by id, their durable writes and their change futures."""
 
-    def __init__(self, store: JobStore, writer: StoreWriter) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
-        self.writer = writer
+        self.writer = GroupCommit(store)
         self.jobs: dict[int, Job] = {job.id: job for job in store.load_live()}
+        self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
 
     # -- reads -------------------------------------------------------------------------
@@ -41,7 +52,7 @@ class JobTable:
     def find(self, job_id: int) -> Job | None:
         """A live or archived job, or None if there never was such a job."""
         job = self.jobs.get(job_id)
-        if job is None and 0 < job_id <= self.store.last_job_id:
+        if job is None and 0 < job_id <= self.last_id:
             job = self.store.load_job(job_id)
         return job
 
@@ -53,6 +64,19 @@ class JobTable:
         return self.store.status_of(job_id)
 
     # -- writes ------------------------------------------------------------------------
+
+    def allocate_ids(self, count: int) -> list[int]:
+        """`count` new job ids, above every id allocated before (the filters' watermark)."""
+        first = self.last_id + 1
+        self.last_id += count
+        return list(range(first, first + count))
+
+    async def add(self, jobs: list[Job]) -> None:
+        """Store new jobs (ids from `allocate_ids`); once durable they are live and watched."""
+        if jobs:
+            await self.writer.insert(jobs)
+        self.put(jobs)
+        self.notify(job.id for job in jobs)
 
     def put(self, jobs: Iterable[Job]) -> list[Job]:
         """Set the jobs in memory (not durable yet); returns them."""
@@ -98,10 +122,23 @@ class JobTable:
         if not done.done():
             done.set_result(None)
 
-    def added(self, jobs: Iterable[Job]) -> None:
-        """New jobs were stored (by the writer): take them in memory and wake watchers."""
-        ids = [job.id for job in self.put(jobs)]
-        self.notify(ids)
+    async def archive(self, job_id: int) -> bool:
+        """Archive one finalized live job; True if it was archived (then it leaves memory)."""
+        done = await self.writer.run(lambda tx: tx.archive([job_id]))
+        self.drop(done)
+        return bool(done)
+
+    async def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
+        """Archive up to `limit` jobs finalized before `older_than`: (archived, remaining)."""
+        done, remaining = await self.writer.call(
+            lambda store: store.auto_archive(older_than, limit)
+        )
+        self.drop(done)
+        return done, remaining
+
+    async def set_meta(self, key: str, value: int) -> None:
+        """Store a small durable setting (the drain flag)."""
+        await self.writer.run(lambda tx: tx.set_meta(key, value))
 
     def drop(self, ids: Iterable[int]) -> None:
         """Archived jobs leave memory."""

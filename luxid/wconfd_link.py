@@ -1,12 +1,16 @@
-"""luxid as a wconfd client: it follows the configuration and keeps the filters there.
+"""luxid's link to wconfd: it follows the configuration and keeps the filters there.
 
 Two settings of the configuration matter to the queue: `cluster.max_running_jobs` and
 the `filters` (SPEC §6.3: filters live in the configuration, so they persist with it and
-survive both daemons' restarts).  `ConfigLink.follow` long-polls `wait_config_change`
+survive both daemons' restarts).  `WconfdLink.follow` long-polls `wait_config_change`
 and re-reads both whenever the configuration's serial moves, so a change made by anyone
 (luxid itself, another luxid client, `lw` talking to wconfd directly) reaches the
-scheduler within one round trip; there is no polling timer.  While wconfd cannot be
+queue within one round trip; there is no polling timer.  While wconfd cannot be
 reached the link retries with a short back-off and the queue keeps its last settings.
+
+A read that overlapped one of luxid's own filter writes may predate it; it is dropped
+(the write moved the configuration's serial, so the next read follows at once), so the
+rules luxid judges by never step back behind what its own `replace_filter` answered.
 
 Filter writes need no lock (SPEC §5: queue control must never wait for the queue).
 """
@@ -25,7 +29,8 @@ from msgspec.structs import replace
 
 from client import AsyncWConfdClient, errors
 from client.api.wconfd import UpdateResult
-from luxid.filters import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
+from client.filterrules import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
+from luxid.shutdown import bounded
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +43,30 @@ WRITE_ATTEMPTS = 5
 OnConfig = Callable[[int, list[Any]], None]
 
 
-class ConfigLink:
+class WconfdLink:
     """Follows the settings the queue needs and writes the filters (see the module doc)."""
 
     def __init__(self, socket_path: os.PathLike[str] | str, on_config: OnConfig) -> None:
         self.client = AsyncWConfdClient(socket_path, name="luxid")
         self._on_config = on_config
         self._task: asyncio.Task[None] | None = None
+        self._writes_begun = 0  # luxid's own filter writes, begun / ended
+        self._writes_ended = 0
 
     def start(self) -> None:
         """Begin following the configuration in the background."""
         self._task = asyncio.get_running_loop().create_task(self.follow())
 
-    async def close(self) -> None:
-        """Stop following and close the connection."""
+    async def close(self, timeout: float) -> None:
+        """Stop following and close the connection, within `timeout` seconds."""
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        await self.client.close()
+            await bounded(
+                "the configuration follower",
+                asyncio.gather(self._task, return_exceptions=True),
+                timeout,
+            )
+        await bounded("the wconfd connection to close", self.client.close(), timeout)
 
     async def follow(self) -> None:
         """Read the settings, then again after every change of the configuration."""
@@ -68,8 +79,10 @@ class ConfigLink:
                     since_serial=since, timeout=FOLLOW_TIMEOUT if since >= 0 else 0
                 )
                 if serial != since:
-                    await self.refresh()
-                    since = serial
+                    if await self.refresh():
+                        since = serial
+                    else:  # overlapped a write of ours: read again once it is done
+                        await asyncio.sleep(RETRY_MIN / 10)
                 if failing:
                     log.info("wconfd reachable again")
                 failing, delay = False, RETRY_MIN
@@ -80,13 +93,20 @@ class ConfigLink:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
-    async def refresh(self) -> list[Any]:
-        """Read max_running_jobs and the filters now and hand them to the queue."""
+    async def refresh(self) -> bool:
+        """Read max_running_jobs and the filters now and hand them to the queue, unless
+        one of luxid's own filter writes overlapped the read (see the module doc): then
+        False, and the caller reads again."""
+        begun = self._writes_begun
+        if begun != self._writes_ended:
+            return False
         cluster, filters = await asyncio.gather(
             self.client.get_object(kind="cluster"), self.client.list_objects(kind="filter")
         )
-        self._on_config(int(cluster["max_running_jobs"]), filters)
-        return list(filters)
+        if self._writes_begun != begun:
+            return False
+        self._on_config(int(cluster["max_running_jobs"]), list(filters))
+        return True
 
     # -- filters -------------------------------------------------------------------------
 
@@ -109,6 +129,14 @@ class ConfigLink:
             key, priority, predicates, action, reason,
             watermark=watermark, now_ns=time.time_ns(),
         )  # fmt: skip
+        self._writes_begun += 1
+        try:
+            return await self._write_rule(rule)
+        finally:
+            self._writes_ended += 1
+
+    async def _write_rule(self, rule: FilterRule) -> FilterRule:
+        key = rule.uuid
         for _ in range(WRITE_ATTEMPTS):
             try:
                 stored = await self._get_filter(key)
@@ -126,11 +154,11 @@ class ConfigLink:
 
     async def delete_filter(self, uuid: str) -> None:
         """Remove a rule from wconfd (NotFound if there is none)."""
-        await self.client.remove_object(kind="filter", key=uuid)
-
-    async def list_filters(self) -> list[Any]:
-        """Every rule as stored in wconfd."""
-        return list(await self.client.list_objects(kind="filter"))
+        self._writes_begun += 1
+        try:
+            await self.client.remove_object(kind="filter", key=uuid)
+        finally:
+            self._writes_ended += 1
 
     async def _get_filter(self, uuid: str) -> FilterRule | None:
         try:

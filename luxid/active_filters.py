@@ -1,0 +1,132 @@
+"""The filter rules luxid judges jobs by: one set, on the event loop (SPEC §6.3, §10).
+
+This is the single source of luxid's filter decisions: `query_filters` lists exactly these
+rules, and every verdict — the REJECT of a job being submitted, the scheduling pass's
+PAUSE / RATE_LIMIT / REJECT — is computed from them, on the event loop, by one compiled
+chain.  So what `query_filters` shows is what the very next `submit_job` is judged by.
+
+The set changes in two ways, both on the event loop: luxid's own `replace_filter` /
+`delete_filter` update it before they answer, and luxid.wconfd_link hands over the rules
+it reads from the configuration after each change (`wait_config_change`), which is how
+rules written straight into wconfd arrive.  Each change compiles a new FilterChain,
+reusing the unchanged rules' compilation.  One FilterJob per job is cached (opcode inputs
+never change after submit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from client import errors
+from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
+from luxid.filters import FilterChain, FilterJob, Verdict
+from luxid.filters.ratelimit import rejected_result
+from luxid.jobs import Job, mark_canceled
+
+log = logging.getLogger(__name__)
+
+
+def filter_job(job: Job) -> FilterJob:
+    """The filters' view of a job: its id and its opcodes as stored (reason trails included)."""
+    return FilterJob(job.id, [op.input for op in job.ops])
+
+
+class ActiveFilters:
+    """The current rules by uuid, their chain and the FilterJob cache (event loop only)."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, FilterRule] = {}
+        self._chain = FilterChain()
+        self._fjobs: dict[int, FilterJob] = {}
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    # -- changes ---------------------------------------------------------------------
+
+    def replace_all(self, stored: Iterable[FilterRule | Mapping[str, Any]]) -> bool:
+        """Take the configuration's rules; True if they differ from the current ones.
+
+        Rules that do not decode are left out and rules that do not compile never apply
+        (a bad rule written directly into wconfd must not stop the queue); both are logged.
+        """
+        rules: dict[str, FilterRule] = {}
+        for raw in stored:
+            try:
+                rule = rule_from_wire(raw)
+            except errors.FilterError as exc:
+                log.warning("ignoring a malformed filter rule in the configuration: %s", exc)
+                continue
+            rules[rule.uuid] = rule
+        if rules == self.rules:
+            return False
+        self._install(rules)
+        return True
+
+    def put(self, rule: FilterRule) -> None:
+        """Add or replace one rule (luxid wrote it to wconfd)."""
+        self._install({**self.rules, rule.uuid: rule})
+
+    def remove(self, uuid: str) -> None:
+        """Drop one rule (luxid removed it from wconfd)."""
+        self._install({k: r for k, r in self.rules.items() if k != uuid})
+
+    def _install(self, rules: dict[str, FilterRule]) -> None:
+        self.rules = rules
+        self._chain = FilterChain(rules.values(), previous=self._chain)
+        for uuid, error in self._chain.errors.items():
+            log.warning("filter rule %s never applies: %s", uuid, error)
+
+    # -- query_filters ---------------------------------------------------------------
+
+    def rows(self, uuids: Sequence[str] | None, fields: Sequence[str] | None) -> list[list[Any]]:
+        """query_filters' answer: one row per rule (all, by uuid, or the ones asked for)."""
+        if fields is not None:
+            unknown = [f for f in fields if f not in FILTER_FIELDS]
+            if unknown:
+                raise errors.InvalidParams(
+                    f"fields: unknown filter field(s) {', '.join(map(repr, unknown))}"
+                    f" (known: {' '.join(FILTER_FIELDS)})"
+                )
+        if uuids is None:
+            chosen = [self.rules[key] for key in sorted(self.rules)]
+        else:
+            missing = [u for u in uuids if u not in self.rules]
+            if missing:
+                raise errors.NotFound(f"no filter rule with uuid {', '.join(missing)}")
+            chosen = [self.rules[u] for u in uuids]
+        return [filter_row(rule, fields) for rule in chosen]
+
+    # -- per job ---------------------------------------------------------------------
+
+    def job_view(self, job: Job) -> FilterJob:
+        """The cached FilterJob of a job (opcode inputs never change after submit)."""
+        fjob = self._fjobs.get(job.id)
+        if fjob is None:
+            fjob = self._fjobs[job.id] = filter_job(job)
+        return fjob
+
+    def forget(self, job_id: int) -> None:
+        """A job left the queue for good (finalized or archived)."""
+        self._fjobs.pop(job_id, None)
+
+    def verdict(self, job: Job) -> Verdict | None:
+        """The applying rule's verdict for the job (None: no rule applies)."""
+        if not self.rules:
+            return None
+        return self._chain.verdict(self.job_view(job))
+
+    def buckets(self, job: Job) -> frozenset[str]:
+        """The job's reason-trail rate-limit buckets."""
+        return self.job_view(job).buckets
+
+    def judge_new(self, job: Job, now: float) -> Job:
+        """A job being submitted, as it is stored: `canceled` if a REJECT rule applies
+        (SPEC §6.2; its id is still returned to the client)."""
+        verdict = self.verdict(job)
+        if verdict is not None and verdict.action == "REJECT":
+            self.forget(job.id)
+            return mark_canceled(job, now, rejected_result(verdict.rule_uuid))
+        return job

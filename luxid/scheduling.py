@@ -1,0 +1,193 @@
+"""When scheduling passes run, and what the shell does with their selection (SPEC §6.4).
+
+Scheduling is event-driven: a submit, a job's end or process exit, a filter or config
+change, a priority change or a cancel requests a pass; requests made in one turn of the
+loop are served by one pass.  A pass after submits only (nothing else changed) examines
+only the new jobs: earlier queued jobs were held for reasons new jobs cannot remove, so
+their decisions stand.  The decision itself is pure (`luxid.jobs.select_jobs`), with the
+verdicts of luxid.active_filters; this module applies it to the live jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+from luxid.active_filters import ActiveFilters
+from luxid.filters.ratelimit import paused_reason
+from luxid.jobs import (
+    Job,
+    active_op_index,
+    fail_job,
+    is_finalized,
+    mark_canceled,
+    pause_job,
+    select_jobs,
+    set_pending_reason,
+    unpause_job,
+)
+from luxid.live_jobs import LiveJobs
+
+# Bounds of the gap between two full scheduling passes (see Scheduler.request_pass): the
+# gap is the last pass's duration, so passes take at most half of the event loop's time.
+MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
+
+
+class Scheduler:
+    """Runs passes over the live jobs and carries out their selection.
+
+    `slots` (jobs holding a slot: a process, or one being started) and `unfinished` (the
+    ids of non-finalized live jobs) are the queue's sets, shared.  The queue is told
+    through three callbacks: `start(job_id)` (a slot is taken: start its process),
+    `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
+    `finished(job)` (a job the pass finalized).
+    """
+
+    def __init__(
+        self,
+        live: LiveJobs,
+        filters: ActiveFilters,
+        slots: set[int],
+        unfinished: set[int],
+        start: Callable[[int], None],
+        pause: Callable[[Job], None],
+        finished: Callable[[Job], object],
+    ) -> None:
+        self.live = live
+        self.filters = filters
+        self.slots = slots
+        self.unfinished = unfinished
+        self._start = start
+        self._pause = pause
+        self._finished = finished
+        # None until the configuration was read: nothing is started before that, so no
+        # job slips past a filter luxid does not know yet.
+        self.max_running_jobs: int | None = None
+        self._full = False
+        self._new: set[int] = set()
+        self._handle: asyncio.Handle | None = None
+        self._last_full_pass = 0.0
+        self._gap = MIN_PASS_GAP
+
+    def request_pass(self, new: Iterable[int] | None = None) -> None:
+        """Ask for a scheduling pass: of `new` jobs only, or a full one.
+
+        Requests are served in this turn of the loop, one pass for all of them; a full
+        pass comes at the earliest `_gap` after the previous full one, so that under a
+        stream of events (jobs ending one by one) long queues are examined a bounded
+        number of times per second, each pass serving every event since.
+        """
+        if new is None:
+            self._full = True
+        else:
+            self._new.update(new)
+        if self._handle is None:
+            loop = asyncio.get_running_loop()
+            wait = self._last_full_pass + self._gap - loop.time() if new is None else 0
+            if wait > 0:
+                self._handle = loop.call_later(wait, self._run_pass)
+            else:
+                self._handle = loop.call_soon(self._run_pass)
+
+    def cancel(self) -> None:
+        """No more passes (luxid stops)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def place_new_jobs(self) -> None:
+        """Run the pass over just-submitted jobs now, so that a submit is answered only
+        once its jobs have started or have their pending_reason (SPEC §6.1)."""
+        max_running = self.max_running_jobs
+        if max_running is None or not self._new:
+            return
+        new, self._new = self._new, set()
+        self._select(False, new, max_running)
+
+    def _run_pass(self) -> None:
+        self._handle = None
+        max_running = self.max_running_jobs
+        if max_running is None:
+            return
+        full, new = self._full, self._new
+        self._full, self._new = False, set()
+        if not full:
+            self._select(False, new, max_running)
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self._select(True, new, max_running)
+        self._last_full_pass = loop.time()
+        self._gap = min(MAX_PASS_GAP, max(MIN_PASS_GAP, self._last_full_pass - started))
+
+    def _select(self, full: bool, new: set[int], max_running: int) -> None:
+        """One pass: the pure selection over the queued and running jobs, then apply it."""
+        jobs = self.live.jobs
+        running: list[Job] = []
+        for job_id in list(self.slots):
+            job = jobs.get(job_id)
+            if job is None or is_finalized(job):
+                self.slots.discard(job_id)
+            else:
+                running.append(job)
+        candidates = self.unfinished if full else new & self.unfinished
+        queued = []
+        for job_id in sorted(candidates):
+            job = jobs.get(job_id)
+            if job is None or is_finalized(job):
+                self.unfinished.discard(job_id)
+            elif job_id not in self.slots:
+                queued.append(job)
+        if not queued and not (full and running):
+            return
+        selection = select_jobs(
+            queued,
+            running,
+            max_running,
+            self.filters.verdict,
+            self.filters.buckets,
+            self.live.status_of,
+        )
+        self._apply(selection.start, selection.cancel, selection.fail, selection.pause,
+                    selection.unpause, selection.pending)  # fmt: skip
+
+    def _apply(
+        self,
+        start: list[int],
+        cancel: list[tuple[int, str]],
+        fail: list[tuple[int, str]],
+        pause: list[int],
+        unpause: list[int],
+        pending: dict[int, str | None],
+    ) -> None:
+        """Carry out one pass's selection."""
+        jobs = self.live.jobs
+        now = time.time()
+        changed: list[Job] = []
+        for job_id, message in cancel:
+            changed.append(mark_canceled(jobs[job_id], now, message))
+        for job_id, message in fail:
+            changed.append(fail_job(jobs[job_id], now, message))
+        for job_id in pause:
+            verdict = self.filters.verdict(jobs[job_id])
+            reason = paused_reason(verdict.rule_uuid) if verdict is not None else None
+            changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
+        for job_id in unpause:
+            if active_op_index(jobs[job_id]) is not None:  # not told to stop yet
+                changed.append(set_pending_reason(unpause_job(jobs[job_id]), None))
+        reasons = [
+            set_pending_reason(jobs[job_id], reason)
+            for job_id, reason in pending.items()
+            if jobs[job_id].pending_reason != reason
+        ]
+        self.live.put(reasons)
+        self.live.notify(job.id for job in reasons)
+        self.live.commit_soon(changed)
+        for job in changed:
+            self._finished(job)
+        for job_id in pause:
+            self._pause(jobs[job_id])
+        for job_id in start:
+            self.slots.add(job_id)
+            self._start(job_id)

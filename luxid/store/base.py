@@ -1,0 +1,80 @@
+"""The job store's seam (SPEC §6.1, §13): what luxid needs from durable storage.
+
+luxid keeps its live jobs in memory and decides everything on its event loop; a store only
+keeps what luxid tells it, durably.  SQLite (luxid.store.sqlite) is the embedded
+implementation; SPEC §13 puts etcd behind the same interface.  An implementation must
+promise:
+
+- **Durable before return.**  When the `with store.transaction() as tx:` block ends without
+  an exception, every change made through `tx` is durable (fsync'd, or acknowledged by a
+  quorum) — luxid answers clients and lets a job process run its next opcode (the
+  opcode-running gate: the `running` report is answered only once committed) after that.
+- **All or nothing.**  A transaction that raises changes nothing, on disk or in the store's
+  memory; a storage failure raises client.errors.StorageError.
+- **Order.**  Transactions are applied in the order they are committed; the writes of one
+  transaction in the order they were made.  Only one transaction is open at a time (luxid's
+  group commit, luxid.store.group_commit, is the only writer and runs them one by one).
+- **Ids.**  `last_job_id` is the highest job id ever inserted, durable with the insert; ids
+  are allocated by luxid in memory above it and never reused, archived jobs included.
+- **Archive.**  Archived jobs stay readable by id (`load_jobs`, `status_of`) but are not
+  part of `load_live`.
+
+Reads may run on any thread; they see committed data only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from luxid.jobs import Job
+
+
+class StoreTransaction(Protocol):
+    """One open write transaction (valid inside its `with` block only)."""
+
+    def insert(self, jobs: Iterable[Job]) -> None:
+        """Store new jobs; their ids are above every id ever inserted (AlreadyExists else)."""
+
+    def update(self, jobs: Iterable[Job]) -> None:
+        """Store the new state of existing live jobs (NotFound if one is unknown)."""
+
+    def archive(self, ids: Iterable[int]) -> list[int]:
+        """Archive finalized live jobs; returns the ids actually archived."""
+
+    def set_meta(self, key: str, value: int) -> None:
+        """Store a small durable setting of the queue (e.g. the drain flag)."""
+
+
+class JobStore(Protocol):
+    """Durable jobs: load at start, batches of changes, the archive, the id counter."""
+
+    @property
+    def last_job_id(self) -> int:
+        """The highest job id ever inserted (committed)."""
+
+    def load_live(self) -> list[Job]:
+        """Every non-archived job, by id, with its log entries."""
+
+    def load_jobs(self, ids: Iterable[int]) -> dict[int, Job]:
+        """The stored jobs (archived or not) among `ids`; unknown ids are left out."""
+
+    def load_job(self, job_id: int) -> Job | None:
+        """One stored job (archived or not), or None."""
+
+    def status_of(self, job_id: int) -> str | None:
+        """The stored status of one job (archived included), None if unknown."""
+
+    def meta(self, key: str, default: int = 0) -> int:
+        """A setting stored with `StoreTransaction.set_meta`, or `default`."""
+
+    def transaction(self) -> AbstractContextManager[StoreTransaction]:
+        """A write transaction, durable when its block ends (see the module docstring)."""
+
+    def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
+        """Archive up to `limit` finalized jobs that ended before `older_than` (oldest ids
+        first), in one transaction; (archived ids, how many such jobs remain)."""
+
+    def close(self) -> None:
+        """Release the store (pending transactions are committed or were never begun)."""
