@@ -189,7 +189,6 @@ def test_validation_error_classes(wconfd):
         ("node", {"name": "a/b"}, "name"),
         ("node", {"name": "n2", "primary_ip": "not-an-ip"}, "primary_ip"),
         ("network", {"name": "lan", "network": "10.0.0.1/8"}, "network"),
-        ("filter", {"action": "BOGUS"}, "action"),
         (
             "instance",
             {"name": "i2", "primary_node": "n1", "nics": [{"mac": "AA:00:00:00:00:01"}]},
@@ -199,6 +198,10 @@ def test_validation_error_classes(wconfd):
         err = raises(errors.ConfigValidationError, wc.add_object, kind, obj)
         assert err.data["field"] == field, err.message
         assert field in err.message
+
+    # FilterError: a filter rule gets the add-time checks of replace_filter (SPEC §10).
+    err = raises(errors.FilterError, wc.add_object, "filter", {"action": "BOGUS"})
+    assert "action" in err.message
 
     # AlreadyExists: a taken name, a taken uuid.
     raises(errors.AlreadyExists, wc.add_object, "node", {"name": "n1"})

@@ -73,16 +73,17 @@ WRITER = textwrap.dedent(
                            lambda: wc.remove_object("node", node))
 
     async def big_filter(wc):
-        filler = ["x" * 100] * 4000
+        big = "00000000-0000-4000-8000-000000000b16"  # a large object: a valid filter rule
+        filler = [["filler", "x" * 100, 0]] * 3000
         try:
-            flt = await wc.get_object("filter", "big")
+            flt = await wc.get_object("filter", big)
         except errors.NotFound:
-            flt = await call(wc, "f", "filter", "big", "new", lambda: wc.add_object(
-                "filter", {"uuid": "big", "reason_trail": ["new"] + filler}))
+            flt = await call(wc, "f", "filter", big, "new", lambda: wc.add_object(
+                "filter", {"uuid": big, "reason_trail": [["test", "new", 0]] + filler}))
         for k in range(100000):
             version = f"{tag}-{k}"
-            new = {**flt, "reason_trail": [version] + filler}
-            result = await call(wc, "f", "filter", "big", version,
+            new = {**flt, "reason_trail": [["test", version, 0]] + filler}
+            result = await call(wc, "f", "filter", big, version,
                                 lambda: wc.update_object("filter", new))
             flt = {**new, "serial_no": result.serial_no}
 
@@ -106,7 +107,7 @@ def actual_states(doc: dict[str, Any]) -> dict[tuple[str, str], Any]:
     for inst in doc["instances"].values():
         states[("instance", inst["name"])] = "present" if inst["memory"] == 128 else inst["memory"]
     for flt in doc["filters"].values():
-        states[("filter", flt["uuid"])] = flt["reason_trail"][0]
+        states[("filter", flt["uuid"])] = flt["reason_trail"][0][1]
     return states
 
 
@@ -324,9 +325,9 @@ def file_size_limit(limit: int) -> Iterator[None]:
         subprocess.Popen = real  # type: ignore[misc]
 
 
-def big_trail(seed: str) -> list[str]:
-    """A reason trail of ~2 MB: one such record cannot fit under LIMIT."""
-    return [f"{seed}:{i:0100d}" for i in range(20000)]
+def big_trail(seed: str) -> list[list[Any]]:
+    """A (valid) reason trail of ~2 MB: one such record cannot fit under LIMIT."""
+    return [["test", f"{seed}:{i:0100d}", i] for i in range(20000)]
 
 
 def test_storage_error_on_a_failed_write_changes_nothing(daemon_factory):
@@ -335,7 +336,7 @@ def test_storage_error_on_a_failed_write_changes_nothing(daemon_factory):
         wconfd.start()
     wc = admin(wconfd)
     wc.add_object("node", {"name": "n1"})
-    flt = wc.add_object("filter", {"action": "ACCEPT", "reason_trail": ["small"]})
+    flt = wc.add_object("filter", {"action": "ACCEPT", "reason_trail": [["test", "small", 0]]})
     before = wc.get_config()
 
     for call, args in [
