@@ -29,16 +29,16 @@ LOCKSET: Final = "[lockset]"
 BGL: Final = "cluster/BGL"
 """The Big Ganeti Lock: the one member of the cluster level."""
 
-SHARED: Final = "shared"
-EXCLUSIVE: Final = "exclusive"
+Mode = Literal["shared", "exclusive"]
+RequestMode = Literal["shared", "exclusive", "release"]
+
+SHARED: Final[Mode] = "shared"
+EXCLUSIVE: Final[Mode] = "exclusive"
 RELEASE: Final = "release"
 MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE)
 """The modes a lock is held in."""
 REQUEST_MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE, RELEASE)
 """The modes of a [lock, mode] pair in a request."""
-
-Mode = Literal["shared", "exclusive"]
-RequestMode = Literal["shared", "exclusive", "release"]
 
 ORDER_HINT: Final = (
     "cluster < instance < nodegroup < node < node-res < network, "

@@ -36,7 +36,6 @@ from luxid.jobs import (
     new_job,
     process_exited,
     start_job,
-    unstorable_number,
     validate_fields,
 )
 from luxid.jobs.reports import apply_report, first_directive
@@ -296,11 +295,6 @@ class Queue:
     async def report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         """job_report: only the job's own process may report; the answer is durable."""
         job = await self._reporting_job(conn, job_id)
-        bad = unstorable_number(msgspec.to_builtins(event), "event")
-        if bad is not None:
-            raise errors.InvalidParams(
-                f"event: a number beyond signed 64 bits or not finite ({bad[:200]})"
-            )
         new, answer = apply_report(job, event, time.time())
         if new is not job:
             await self.live.commit([new])

@@ -48,7 +48,9 @@ def check_opcode_common(op: Any, index: int = 0) -> None:
     if not isinstance(op_id, str) or not op_id.startswith("OP_") or len(op_id) <= 3:
         raise InvalidOpcode(f"opcode {index}: OP_ID missing or not a string 'OP_…'")
     try:
-        msgspec.convert(op, OpcodeCommon, strict=True)
+        common = msgspec.convert(op, OpcodeCommon, strict=True)
+        if any(job_id == 0 for job_id, _ in common.depends or ()):
+            raise msgspec.ValidationError("job id 0 is no job (ids are > 0, or < 0 relative) - at `$.depends`")
     except msgspec.ValidationError as exc:
         text, _, where = str(exc).partition(" - at `$.")
         param = re.split(r"[.\[`]", where, maxsplit=1)[0] or "?"

@@ -11,18 +11,8 @@ the registry needs (no stub, no event loop):
     from jobproc.locks import EXCLUSIVE, LockPlan, lock
 """
 
-from jobproc.locks.plan import (
-    BGL,
-    EXCLUSIVE,
-    LEVELS,
-    SHARED,
-    LockMode,
-    LockPhase,
-    LockPlan,
-    lock,
-    lock_sort_key,
-    lockset,
-)
+from client.vocabulary import BGL, EXCLUSIVE, LEVELS, SHARED
+from jobproc.locks.plan import LockMode, LockPhase, LockPlan, lock, lock_sort_key, lockset
 
 __all__ = [
     "BGL",

@@ -21,47 +21,31 @@ Releases are a request of their own because wconfd forbids asking for a member
 exclusively while holding its level's lockset shared, even in the same request.
 A resolver may raise `OpExecError` (e.g. "instance not found"): the opcode then fails.
 
-Pure module: no I/O, only the names and order of SPEC §4.1.
+Pure module: no I/O; the names and order of SPEC §4.1 are client.vocabulary's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from client.vocabulary import (
+    BGL,
+    EXCLUSIVE,
+    SHARED,
+    lock_key,
+    lock_name,
+    lockset_name,
+)
+from client.vocabulary import Mode as LockMode
 
 if TYPE_CHECKING:
     from jobproc.opcodes.context import ConfigReader
 
-LockMode = Literal["shared", "exclusive"]
-SHARED: LockMode = "shared"
-EXCLUSIVE: LockMode = "exclusive"
-
-LEVELS: tuple[str, ...] = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
-LOCKSET = "[lockset]"
-BGL = "cluster/BGL"
-
-_LEVEL_INDEX = {level: i for i, level in enumerate(LEVELS)}
-
-
-def lock(level: str, name: str) -> str:
-    """The lock name ``<level>/<name>``; ValueError for an unknown level or bad name."""
-    if level not in _LEVEL_INDEX:
-        raise ValueError(f"unknown lock level {level!r}")
-    if not name or "/" in name:
-        raise ValueError(f"bad lock name {name!r}: must be non-empty and without '/'")
-    return f"{level}/{name}"
-
-
-def lockset(level: str) -> str:
-    """The lockset of a level: all its members, present and future."""
-    return lock(level, LOCKSET)
-
-
-def lock_sort_key(name: str) -> tuple[int, int, str]:
-    """SPEC §4.1 total order: (level index, 0 for the lockset / 1 for a member, name)."""
-    level, _, member = name.partition("/")
-    return (_LEVEL_INDEX[level], 0 if member == LOCKSET else 1, member)
+lock = lock_name  # the builders opcodes call: lock("node", "n1"), lockset("node")
+lockset = lockset_name
+lock_sort_key = lock_key
 
 
 def _stronger(a: LockMode, b: LockMode) -> LockMode:

@@ -32,13 +32,13 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
+
 LOCK_ATTEMPTS_MINWAIT = 5.0
 LOCK_ATTEMPTS_MAXWAIT = 75.0
-# Ganeti: 10 hours / (OP_PRIO_DEFAULT - OP_PRIO_HIGHEST) = 36000 / 20.
+# Ganeti: 10 hours / (the default priority - the most urgent) = 36000 / 20.
 LOCK_ATTEMPTS_TIMEOUT = 1800.0
 JITTER = 0.05  # ±5 %
-OP_PRIO_HIGHEST = -20
-OP_PRIO_LOWEST = 19
 
 RandomSource = Callable[[], float]
 """Returns a float in [0, 1), like random.random."""
@@ -86,7 +86,7 @@ class LockWaitState:
     index: int = 0
 
     def __post_init__(self) -> None:
-        if not OP_PRIO_HIGHEST <= self.priority <= OP_PRIO_LOWEST:
+        if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
             raise ValueError(f"priority {self.priority} is outside -20..19")
         if self.index < 0:
             raise ValueError("index must be >= 0")
@@ -103,10 +103,10 @@ def next_attempt(
     if state.index < len(schedule):
         attempt = Attempt(jitter(schedule[state.index], rng), state.priority)
         return attempt, replace(state, index=state.index + 1)
-    if state.priority > OP_PRIO_HIGHEST:
+    if state.priority > PRIORITY_MIN:
         priority = state.priority - 1
         return Attempt(jitter(schedule[0], rng), priority), LockWaitState(priority, 1)
-    return Attempt(None, OP_PRIO_HIGHEST), state
+    return Attempt(None, PRIORITY_MIN), state
 
 
 def change_priority(state: LockWaitState, priority: int) -> LockWaitState:

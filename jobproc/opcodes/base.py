@@ -12,28 +12,20 @@ registry for submit-time validation.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 from msgspec import Meta
 
+from client.api.numbers import Priority
+from client.api.opcodes import JobDependency, ReasonEntry
+from client.vocabulary import COMMON_OPCODE_PARAMS, DEFAULT_PRIORITY
 from jobproc.locks.plan import LockPlan
 
 if TYPE_CHECKING:
     from jobproc.opcodes.context import ConfigReader, OpContext
 
-OP_PRIO_HIGHEST = -20
-OP_PRIO_LOWEST = 19
-OP_PRIO_DEFAULT = 0
-
-COMMON_PARAMS: tuple[str, ...] = ("priority", "depends", "reason", "comment")
-
-Priority = Annotated[int, Meta(ge=OP_PRIO_HIGHEST, le=OP_PRIO_LOWEST)]
-FinalizedStatus = Literal["success", "error", "canceled"]
-# [job_id, [status…]]: negative ids are relative to the job's own id (resolved by luxid).
-JobDependency = tuple[int, list[FinalizedStatus]]
-# [source, text, timestamp_ns]
-ReasonEntry = tuple[Annotated[str, Meta(min_length=1)], str, int]
+COMMON_PARAMS = COMMON_OPCODE_PARAMS
 
 # A name that is also a lock member (SPEC §4.1): non-empty, no '/', not "[lockset]".
 NAME_PATTERN = r"^(?!\[lockset\]$)[^/]+$"
@@ -61,7 +53,7 @@ class OpParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     `reason` ``[[source, text, timestamp_ns]]``, `comment` free text.
     """
 
-    priority: Priority = OP_PRIO_DEFAULT
+    priority: Priority = DEFAULT_PRIORITY
     depends: list[JobDependency] | None = None
     reason: list[ReasonEntry] | None = []  # null is accepted and becomes []
     comment: str | None = None

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from client.vocabulary import COMMON_OPCODE_PARAMS
 from luxid.filters.ratelimit import bucket_of
 
 # The common opcode params of SPEC §6.1.  Ganeti's opcode predicate sees OP_ID and the op's
 # own params only ("not the common params", ganeti-luxid.md §3).
-COMMON_PARAMS: Final[frozenset[str]] = frozenset({"priority", "depends", "reason", "comment"})
+COMMON_PARAMS: Final[frozenset[str]] = frozenset(COMMON_OPCODE_PARAMS)
 
 ReasonEntry = tuple[str, str, int]
 

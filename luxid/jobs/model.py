@@ -8,13 +8,13 @@ can hand the same Job to a query while a transition builds the next one); transi
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final, Literal
 
 import msgspec
 
 from client import errors
-from client.filterrules import INT64_MAX, INT64_MIN
+from client.api.opcodes import check_opcodes
+from client.vocabulary import DEFAULT_PRIORITY
 
 JobStatus = Literal["queued", "waiting", "running", "canceling", "canceled", "success", "error"]
 OpStatus = JobStatus
@@ -40,9 +40,6 @@ FINALIZED: Final[frozenset[str]] = frozenset({CANCELED, SUCCESS, ERROR})
 # Ops in these states have a job process working on them right now.
 ACTIVE_OP: Final[frozenset[str]] = frozenset({WAITING, RUNNING, CANCELING})
 
-PRIORITY_MIN: Final = -20
-PRIORITY_MAX: Final = 19
-DEFAULT_PRIORITY: Final = 0
 
 # Results written by luxid itself into opcodes it finalizes.
 MSG_CANCELED: Final = "Job canceled by request"
@@ -199,100 +196,11 @@ def log_entries_since(job: Job, serial: int | None) -> list[list[Any]]:
 # ------------------------------------------------------------------------- submit
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def unstorable_number(value: Any, where: str) -> str | None:
-    """Where in `value` a number is that no store can keep (SPEC §3: integers fit in signed
-    64 bits, floats are finite), as `where[...]` text; None if there is none."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return None
-    if isinstance(value, int):
-        return None if INT64_MIN <= value <= INT64_MAX else f"{where} = {value}"
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where} = {value}"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = unstorable_number(item, f"{where}.{key}")
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            found = unstorable_number(item, f"{where}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def validate_opcode_common(op: Any, index: int = 0) -> None:
-    """Check an opcode's shape and common params (priority, depends, reason, comment).
-
-    Raises client.errors.InvalidOpcode naming the OP_ID and parameter. The opcode's own
-    params are the opcode registry's business (jobproc), not checked here.
-    """
-    if not isinstance(op, dict):
-        raise errors.InvalidOpcode(f"opcode {index} is not an object")
-    op_id = op.get("OP_ID")
-    if not isinstance(op_id, str) or not op_id.startswith("OP_") or len(op_id) <= 3:
-        raise errors.InvalidOpcode(f"opcode {index}: OP_ID missing or not a string 'OP_…'")
-
-    def bad(param: str, why: str) -> errors.InvalidOpcode:
-        return errors.InvalidOpcode(
-            f"{op_id}: parameter '{param}' {why}", {"op_id": op_id, "param": param}
-        )
-
-    for param, value in op.items():
-        found = unstorable_number(value, str(param))
-        if found is not None:
-            raise bad(
-                str(param),
-                f"holds a number beyond signed 64 bits or not finite ({found[:200]})",
-            )
-
-    prio = op.get("priority", DEFAULT_PRIORITY)
-    if not _is_int(prio) or not PRIORITY_MIN <= prio <= PRIORITY_MAX:
-        raise bad("priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}")
-    depends = op.get("depends")
-    if depends is not None:
-        if not isinstance(depends, list):
-            raise bad("depends", "must be a list of [job_id, [status…]]")
-        for dep in depends:
-            if (
-                not isinstance(dep, list | tuple)
-                or len(dep) != 2
-                or not _is_int(dep[0])
-                or dep[0] == 0
-                or not isinstance(dep[1], list | tuple)
-            ):
-                raise bad("depends", "must be a list of [job_id (≠ 0), [status…]]")
-            for status in dep[1]:
-                if not isinstance(status, str) or status not in FINALIZED:
-                    raise bad("depends", f"status {status!r} is not one of canceled/error/success")
-    reason = op.get("reason")
-    if reason is not None:
-        if not isinstance(reason, list):
-            raise bad("reason", "must be a list of [source, text, timestamp_ns]")
-        for item in reason:
-            if (
-                not isinstance(item, list | tuple)
-                or len(item) != 3
-                or not isinstance(item[0], str)
-                or not isinstance(item[1], str)
-                or not _is_int(item[2])
-            ):
-                raise bad("reason", "must be a list of [source, text, timestamp_ns]")
-    comment = op.get("comment")
-    if comment is not None and not isinstance(comment, str):
-        raise bad("comment", "must be a string")
-
-
 def validate_ops(ops: Any) -> None:
     """Check a submitted job: a non-empty list of opcodes with valid common params."""
     if not isinstance(ops, list) or not ops:
         raise errors.InvalidParams("ops: a job needs a non-empty list of opcodes")
-    for i, op in enumerate(ops):
-        validate_opcode_common(op, i)
+    check_opcodes(ops)
 
 
 def resolve_dependency(job_id: int, dep_id: int) -> int:

@@ -32,11 +32,10 @@ from client.api.luxi import (
     Running,
     Waiting,
 )
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from luxid.jobs.model import (
     CANCELING,
     FINALIZED,
-    PRIORITY_MAX,
-    PRIORITY_MIN,
     QUEUED,
     RUNNING,
     WAITING,

@@ -14,6 +14,7 @@ import msgspec
 from msgspec.structs import replace
 
 from client import errors
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from luxid.jobs.model import (
     CANCELED,
     CANCELING,
@@ -22,8 +23,6 @@ from luxid.jobs.model import (
     MSG_CANCELED,
     MSG_PRECEDING_FAILED,
     MSG_PROCESS_DIED,
-    PRIORITY_MAX,
-    PRIORITY_MIN,
     QUEUED,
     RUNNING,
     SUCCESS,

@@ -18,11 +18,10 @@ from typing import Final
 import msgspec
 
 from client.errors import LockNotHeld
+from client.vocabulary import BGL, LOCKSET
 
 from .objects import ConfigObject, Kind, LockEnforcement
 
-BGL: Final = "cluster/BGL"
-LOCKSET: Final = "[lockset]"
 # The lock level guarding each kind (SPEC §4.1 level names); filters are not guarded.
 KIND_LEVEL: Final[dict[Kind, str]] = {
     "cluster": "cluster",

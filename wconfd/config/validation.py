@@ -12,11 +12,13 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
-from client.errors import ConfigValidationError
+from client.errors import ConfigValidationError, FilterError
+from client.filterrules import check_filter_object
+from client.vocabulary import LOCKSET
 
 from .objects import (
     Cluster,
@@ -34,8 +36,6 @@ from .objects import (
 MAX_NAME_LENGTH: Final = 255
 MAX_TAG_LENGTH: Final = 128
 MAX_TAGS: Final = 4096
-LOCKSET_NAME: Final = "[lockset]"
-FILTER_ACTIONS: Final = frozenset({"ACCEPT", "PAUSE", "REJECT", "CONTINUE"})
 
 _MAC_RE: Final = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
 _MAC_PREFIX_RE: Final = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){2}")
@@ -65,8 +65,8 @@ def check_name(kind: str, obj: ConfigObject, name: str) -> None:
         raise fail(kind, obj, "name", f"longer than {MAX_NAME_LENGTH} characters")
     if "/" in name:
         raise fail(kind, obj, "name", "must not contain '/' (it is part of a lock name)")
-    if name == LOCKSET_NAME:
-        raise fail(kind, obj, "name", f"{LOCKSET_NAME!r} is reserved for locksets")
+    if name == LOCKSET:
+        raise fail(kind, obj, "name", f"{LOCKSET!r} is reserved for locksets")
     if name != name.strip() or _CONTROL_RE.search(name):
         raise fail(kind, obj, "name", "must not have surrounding spaces or control characters")
 
@@ -235,49 +235,21 @@ def check_instance(obj: Instance) -> Instance:
     return obj
 
 
-def _check_rate_limit(obj: Filter, action: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """["RATE_LIMIT", n] with n a positive integer (not a bool); returned as a list."""
-    if (
-        len(action) != 2
-        or action[0] != "RATE_LIMIT"
-        or isinstance(action[1], bool)
-        or not isinstance(action[1], int)
-        or action[1] < 1
-    ):
-        raise fail(
-            "filter",
-            obj,
-            "action",
-            "must be ACCEPT, PAUSE, REJECT, CONTINUE or "
-            '["RATE_LIMIT", n] with n a positive integer',
-        )
-    return ["RATE_LIMIT", action[1]]
-
-
 def check_filter(obj: Filter) -> Filter:
-    """Shape checks of a filter rule; luxid checks predicates in depth (FilterError)."""
+    """A filter rule: the add-time checks of SPEC §6.3, client.filterrules' (the same checks
+    luxid's replace_filter makes; a client's write meets them first as FilterError), and
+    the action as a list."""
     _check_times("filter", obj)
-    if obj.priority < 0:
-        raise fail("filter", obj, "priority", "must be >= 0")
-    if obj.watermark < 0:
-        raise fail("filter", obj, "watermark", "must be >= 0")
-    action = obj.action
-    if isinstance(action, str):
-        if action not in FILTER_ACTIONS:
-            raise fail(
-                "filter",
-                obj,
-                "action",
-                f'{action!r} is not ACCEPT, PAUSE, REJECT, CONTINUE or ["RATE_LIMIT", n]',
-            )
-    elif isinstance(action, list | tuple):
-        action = _check_rate_limit(obj, action)
-    else:
-        raise fail("filter", obj, "action", 'must be a string or ["RATE_LIMIT", n]')
-    for i, pred in enumerate(obj.predicates):
-        if not isinstance(pred, list) or not pred or not isinstance(pred[0], str):
-            raise fail("filter", obj, f"predicates[{i}]", "must be [name, expression]")
-    return obj if action == obj.action else msgspec.structs.replace(obj, action=action)
+    try:
+        rule = msgspec.to_builtins(obj)
+        del rule["uuid"]  # the client's uuid was checked at the edge; wconfd's own is good
+        check_filter_object(rule)
+    except FilterError as exc:
+        field, _, why = exc.message.partition(": ")  # FilterError names the part first
+        raise fail("filter", obj, field, why or exc.message) from None
+    if isinstance(obj.action, tuple):
+        return msgspec.structs.replace(obj, action=list(obj.action))
+    return obj
 
 
 def check_fields(obj: ConfigObject) -> ConfigObject:

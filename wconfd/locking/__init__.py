@@ -4,14 +4,10 @@ No I/O, clocks or threads: the daemon shell calls `LockManager` methods and acts
 returned `Effects` (answer granted waiters, journal changed holdings).
 """
 
+from client.vocabulary import BGL, EXCLUSIVE, LEVELS, LOCKSET, RELEASE, SHARED
+
 from .effects import Effects, Opportunistic, Update
 from .names import (
-    BGL,
-    EXCLUSIVE,
-    LEVELS,
-    LOCKSET,
-    RELEASE,
-    SHARED,
     Lock,
     conflicts,
     lock_key,

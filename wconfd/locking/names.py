@@ -1,4 +1,7 @@
-"""Lock names, levels, modes and the total lock order (SPEC §4.1, §4.2).
+"""Lock names parsed for the lock core, and the total lock order (SPEC §4.1, §4.2).
+
+The vocabulary itself (levels, modes, BGL, priorities) is `client.vocabulary`'s; this module
+parses names into `Lock` values for the hot path.
 
 Pure and allocation-light: a name is parsed once into a `Lock` (kept in a bounded cache), so
 the hot path of an acquire is a dict lookup.  Everything the wire can send is validated here
@@ -11,37 +14,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from client.errors import InvalidParams
-
-LEVELS: Final[tuple[str, ...]] = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
-"""The lock levels, in lock order."""
-
-LEVEL_INDEX: Final[dict[str, int]] = {name: i for i, name in enumerate(LEVELS)}
-"""Level name -> its position in the lock order."""
-
-LOCKSET: Final = "[lockset]"
-"""The reserved member name meaning "all members of the level, present and future"."""
-
-BGL: Final = "cluster/BGL"
-"""The one member of the cluster level."""
-
-SHARED: Final = "shared"
-EXCLUSIVE: Final = "exclusive"
-RELEASE: Final = "release"
-
-MODES: Final[dict[str, str]] = {SHARED: SHARED, EXCLUSIVE: EXCLUSIVE, RELEASE: RELEASE}
-"""Request modes, mapped to the canonical (interned) constants."""
-
-ORDER_HINT: Final = (
-    "cluster < instance < nodegroup < node < node-res < network, "
-    "a level's [lockset] before its members, members by name"
+from client.vocabulary import (
+    BGL,
+    EXCLUSIVE,
+    LEVEL_INDEX,
+    LEVELS,
+    LOCKSET,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    RELEASE,
+    REQUEST_MODES,
+    LockKey,
 )
-"""How to acquire in order, quoted in LockOrderError messages."""
 
-PRIORITY_MIN: Final = -20
-PRIORITY_MAX: Final = 19
-
-LockKey = tuple[int, int, str]
-"""The sort key of a lock: (level index, 0 for the lockset / 1 for a member, name)."""
+MODES: Final[dict[str, str]] = {mode: mode for mode in REQUEST_MODES}
+"""Request modes, mapped to the canonical (interned) constants."""
 
 Pair = tuple["Lock", str]
 """A parsed request pair: the lock and its canonical mode."""

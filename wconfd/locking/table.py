@@ -14,19 +14,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from client.errors import InvalidParams, LockOrderError
+from client.vocabulary import EXCLUSIVE, LEVELS, ORDER_HINT, RELEASE, SHARED, LockKey
 
-from .names import (
-    EXCLUSIVE,
-    LEVELS,
-    ORDER_HINT,
-    RELEASE,
-    SHARED,
-    Lock,
-    LockKey,
-    Pair,
-    parse_lock,
-    parse_request,
-)
+from .names import Lock, Pair, parse_lock, parse_request
 
 
 class RestoreError(ValueError):

@@ -148,7 +148,7 @@ def test_lock_phase_merges_sorts_and_checks() -> None:
         LockPhase.of([("node/a", S)], release=["node/a"])
     with pytest.raises(ValueError, match="mode"):
         LockPhase.of([("node/a", "release")])  # type: ignore[list-item]
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="unknown lock level 'bogus'"):
         LockPhase.of([("bogus/a", S)])
 
 
