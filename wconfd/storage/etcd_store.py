@@ -67,12 +67,13 @@ class _Queued(NamedTuple):
 
 
 class EtcdStore:
-    """One term's store; see the module docstring. Not usable before `load()`."""
+    """One term's store; see the module docstring. Not usable before `load()`; without
+    a writer (a standby's) it never is."""
 
     def __init__(
         self,
         client: EtcdClient,
-        writer: FencedWriter,
+        writer: FencedWriter | None,
         *,
         prefix: str,
         node: str,
@@ -97,6 +98,8 @@ class EtcdStore:
     async def load(self, now: float | None = None) -> None:
         """Read the whole state at one revision (a fresh prefix gets the default config,
         written fenced, at once)."""
+        if self.writer is None:
+            raise StorageError("this node is not the master: it has no fenced writer")
         kvs = []
         first = await self.client.range(self.keys.root + "/", prefix=True, limit=PAGE)
         revision = first.header.revision
@@ -207,6 +210,7 @@ class EtcdStore:
             def trailer(i: int, metas: list[Meta] = metas) -> RequestOp:
                 return meta_op(self.keys, metas[i])
 
+            assert self.writer is not None  # loaded, so it has one
             try:
                 outcomes = await self.writer.commit_many(
                     [q.change for q in batch], trailer=trailer if has_meta else None
