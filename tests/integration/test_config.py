@@ -20,7 +20,7 @@ from client import AsyncWConfdClient, WConfdClient, errors
 
 pytestmark = [
     pytest.mark.timeout(60),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True)  # SPEC §13: both stores,
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
 ]
 
 ALL_LOCKSETS = [

@@ -15,7 +15,7 @@ from client import WConfdClient
 
 pytestmark = [
     pytest.mark.timeout(90),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True)  # SPEC §13: both stores,
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
 ]
 
 HOLDER = textwrap.dedent(

@@ -18,7 +18,7 @@ from client import AsyncWConfdClient, WConfdClient, errors
 
 pytestmark = [
     pytest.mark.timeout(90),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True)  # SPEC §13: both stores,
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
 ]
 
 HOLDER = textwrap.dedent(
