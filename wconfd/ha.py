@@ -75,6 +75,7 @@ class HaShell:
         self.role = ElectedRole(self.election)
         self.service = WConfd(None, sweep_interval, role=self.role, standby_store=self._store())
         self._takeover: asyncio.Task[None] | None = None
+        self._term_store: EtcdStore | None = None
 
     def _store(self) -> EtcdStore:
         writer = self.election.writer(WRITER) if self.election.term else None
@@ -116,7 +117,7 @@ class HaShell:
         self._takeover = asyncio.get_running_loop().create_task(self._take_over(term))
 
     async def _take_over(self, term: Term) -> None:
-        store = self._store()
+        store = self._term_store = self._store()
         t0 = time.monotonic()
         try:
             await store.load()
@@ -148,8 +149,11 @@ class HaShell:
         self.role.serving = False
         if self._takeover is not None and not self._takeover.done():
             self._takeover.cancel()
+        error = not_master(self.role)
+        if self._term_store is not None:
+            self._term_store.stop(error)  # queued writes answer NotMaster, not "closed"
         with contextlib.suppress(Exception):
-            self.service.stand_by(not_master(self.role))
+            self.service.stand_by(error)
 
     def _lost(self, error: StorageError) -> RpcError:
         """A write failed in a way only a new load can sort out: stop serving."""

@@ -261,12 +261,15 @@ class EtcdStore:
         """Nothing to do: etcd holds the current state itself."""
 
     def close(self) -> None:
-        """Stop: queued appends fail with StorageError (or what `on_lost` made of it)."""
+        """Stop: queued appends fail with StorageError (a commit in flight still ends
+        with its own outcome: it may have committed before the term ended)."""
+        self.stop(StorageError("the etcd store was closed (this node stopped serving)"))
+
+    def stop(self, error: RpcError) -> None:
+        """Refuse appends with `error` from now on, and fail the queued ones with it."""
         if self._broken is None:
-            self._broken = StorageError("the etcd store was closed (this node stopped serving)")
+            self._broken = error
         queued, self._queue = self._queue, []
         for q in queued:
             if not q.fut.done():
                 q.fut.set_exception(self._broken)
-        if self._flushing is not None and not self._flushing.done():
-            self._flushing.cancel()

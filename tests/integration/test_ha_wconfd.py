@@ -1,0 +1,167 @@
+"""wconfd on a real three-member etcd with two nodes (SPEC §13): roles, NotMaster naming
+the master, failover after kill -9 within 5 s losing nothing acknowledged, fencing of a
+master that hung past its lease, and etcd members failing under it."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ha_testlib import WconfdNode, first_answer, store_url, wait_master
+
+from client import WConfdClient, errors
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def two_nodes(tmp_path: Path, etcd_store_url: str) -> Iterator[list[WconfdNode]]:
+    nodes = [WconfdNode(tmp_path, f"node{i}", etcd_store_url) for i in (1, 2)]
+    try:
+        nodes[0].start()
+        wait_master(nodes[:1])
+        nodes[1].start()
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def add_node(wc: WConfdClient, name: str) -> None:
+    wc.update_locks_waiting(request=[[f"node/{name}", "exclusive"]], timeout=10)
+    wc.add_object(kind="node", object={"name": name, "group": "default"})
+
+
+def node_names(wc: WConfdClient) -> set[str]:
+    return {n["name"] for n in wc.list_objects(kind="node")}
+
+
+def test_one_master_the_standby_names_it(two_nodes):
+    node1, node2 = two_nodes
+    assert wait_master(two_nodes) is node1
+    r1, r2 = node1.role(), node2.role()
+    assert r1 == {"node": "node1", "role": "master", "master": "node1", "term": r1["term"]}
+    assert r1["term"] > 0
+    assert r2 == {"node": "node2", "role": "standby", "master": "node1", "term": r1["term"]}
+    with node2.client() as wc:
+        assert wc.ping() == "pong"
+        with pytest.raises(errors.NotMaster) as err:
+            wc.list_locks()
+        assert err.value.data["master"] == "node1"
+        assert err.value.code == -32070
+        with pytest.raises(errors.NotMaster):
+            wc.get_config()
+    with node1.client() as wc:
+        add_node(wc, "n1")
+        assert "n1" in node_names(wc)
+
+
+def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledged(two_nodes):
+    node1, node2 = two_nodes
+    wait_master(two_nodes)
+    with node1.client("writer") as wc:
+        for i in range(20):
+            add_node(wc, f"n{i:02d}")
+        wc.reserve(namespace="ip", value="10.0.0.1")
+        held = wc.list_locks()
+        assert len(held) == 20
+        serial = wc.get_config()["serial_no"]
+        node1.kill()
+    took = first_answer(node2, timeout=10.0)
+    assert took <= 5.0, f"failover took {took:.2f} s"
+    with node2.client("reader") as wc:
+        config = wc.get_config()
+        assert {n["name"] for n in config["nodes"].values()} == {f"n{i:02d}" for i in range(20)}
+        assert config["serial_no"] == serial
+        # The writer's locks and reservations were granted on node1: released.
+        assert wc.list_all_locks().locks == []
+        assert wc.list_reservations() == []
+        assert node2.role()["role"] == "master"
+        add_node(wc, "after")
+        assert "after" in node_names(wc)
+
+
+def test_a_master_stopped_past_its_lease_is_fenced_and_turns_standby(two_nodes):
+    node1, node2 = two_nodes
+    wait_master(two_nodes)
+    old = node1.client("old")
+    add_node(old, "before")
+    old.update_locks_waiting(request=[["node/late", "exclusive"]], timeout=10)
+    node1.signal(signal.SIGSTOP)
+    try:
+        took = first_answer(node2, timeout=10.0)
+        assert took <= 5.0
+        # A write sent to the stopped old master sits in its socket until it wakes.
+        outcome: dict[str, Any] = {}
+
+        def late_write() -> None:
+            try:
+                outcome["result"] = old.add_object(
+                    kind="node", object={"name": "late", "group": "default"}
+                )
+            except errors.RpcError as exc:
+                outcome["error"] = exc
+
+        writer = threading.Thread(target=late_write)
+        writer.start()
+        time.sleep(0.3)
+    finally:
+        node1.signal(signal.SIGCONT)
+    writer.join(15)
+    assert isinstance(outcome.get("error"), errors.NotMaster), outcome
+    # It answered at once, maybe before it read who the master is now (null: none known).
+    assert outcome["error"].data["master"] in (None, "node2")
+    assert wait_master(two_nodes) is node2
+    deadline = time.monotonic() + 3.0
+    while (role := node1.role())["master"] is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # it reads the leader key again as soon as it stepped down
+    assert role["role"] == "standby" and role["master"] == "node2"
+    with node2.client("reader") as wc:
+        assert node_names(wc) == {"before"}
+    with node1.client("again") as wc, pytest.raises(errors.NotMaster):
+        wc.list_locks()
+    old.close()
+
+
+def test_etcd_members_fail_under_the_master(tmp_path: Path):
+    import etcd_testlib
+
+    with etcd_testlib.running_cluster(tmp_path) as cluster:
+        node = WconfdNode(tmp_path, "node1", store_url(cluster.endpoints, "/faults"))
+        try:
+            node.start()
+            wait_master([node])
+            wc = node.client("w", timeout=30.0)
+            add_node(wc, "a")
+            # One member down (the raft leader, the worst one): service continues.
+            cluster.leader().kill()
+            add_node(wc, "b")
+            assert node_names(wc) == {"a", "b"}
+            # Two down: no quorum. Calls fail quickly with a clear error, write nothing.
+            for m in [m for m in cluster.members if m.alive][:1]:
+                m.kill()
+            t0 = time.monotonic()
+            with pytest.raises((errors.StorageError, errors.NotMaster)):
+                add_node(wc, "c")
+            assert time.monotonic() - t0 < 8.0
+            # Restored: a master serves again, with what was acknowledged and not "c".
+            for m in cluster.members:
+                if not m.alive:
+                    m.start()
+            cluster.wait_healthy(cluster.members)
+            first_answer(node, timeout=20.0)
+            with node.client("after", timeout=30.0) as again:
+                assert node_names(again) == {"a", "b"}
+                add_node(again, "c")
+                assert node_names(again) == {"a", "b", "c"}
+            wc.close()
+        finally:
+            node.stop()
