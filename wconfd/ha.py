@@ -25,7 +25,7 @@ from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.election import Term
 from client.daemon.etcd.errors import EtcdError, Fenced
 from client.daemon.etcd.leader import LeaderElection
-from client.daemon.etcd.presence import NodeInfo, Presence
+from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
 from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.roles import not_master
 from client.errors import RpcError, StorageError
@@ -73,7 +73,9 @@ class HaShell:
             self.client, prefix=url.prefix, info=NodeInfo(node, time.time()), ttl=ttl
         )
         self.role = ElectedRole(self.election)
-        self.service = WConfd(None, sweep_interval, role=self.role, standby_store=self._store())
+        self.service = WConfd(
+            None, sweep_interval, role=self.role, standby_store=self._store(), failover=self
+        )
         self._takeover: asyncio.Task[None] | None = None
         self._term_store: EtcdStore | None = None
 
@@ -112,6 +114,28 @@ class HaShell:
         await self.election.stop()
         await self.presence.stop()
         await self.client.close()
+
+    async def roles(self) -> list[RoleInfo]:
+        """Every node with a presence key, and the leader key's holder: the master first."""
+        # In a task of its own: the server may run a call's first step outside any task,
+        # where aiohttp's timeouts cannot work.
+        return await asyncio.get_running_loop().create_task(self._roles())
+
+    async def _roles(self) -> list[RoleInfo]:
+        nodes = {info.node for info in await list_nodes(self.client, self.url.prefix)}
+        master = await self.election.current_master()
+        term = self.election.master_term
+        if master is not None:
+            nodes.add(master)
+        return [
+            RoleInfo(node=n, role="master" if n == master else "standby", master=master, term=term)
+            for n in sorted(nodes, key=lambda n: (n != master, n))
+        ]
+
+    async def resign(self, wait: float) -> None:
+        """Step down for `lw cluster failover` (a standby takes over; this node does not
+        campaign again for one TTL)."""
+        await asyncio.get_running_loop().create_task(self.election.resign(wait))
 
     def _elected(self, term: Term) -> None:
         self._takeover = asyncio.get_running_loop().create_task(self._take_over(term))

@@ -14,17 +14,18 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
 from client.daemon.common import CommonMethods
 from client.daemon.dispatch import Handler, build_methods
 from client.daemon.procwatch import is_alive
-from client.daemon.roles import Role
+from client.daemon.roles import Role, SingleNode
 from client.daemon.runner import StartupError
 from client.daemon.server import Connection
-from client.errors import RpcError
+from client.errors import InvalidParams, RpcError
 from client.metrics import Registry, instrument
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
@@ -50,6 +51,18 @@ log = logging.getLogger(__name__)
 Foreign = Callable[[str], bool]
 
 
+class Failover(Protocol):
+    """What `list_roles` and `step_down` need of the replicated control plane (wconfd.ha)."""
+
+    async def roles(self) -> list[RoleInfo]:
+        """Every node up and its role, the master first."""
+        ...
+
+    async def resign(self, wait: float) -> None:
+        """Give up mastership; wait up to `wait` s for another master."""
+        ...
+
+
 class WConfd:
     """The daemon's state and services; see the module docstring."""
 
@@ -60,12 +73,14 @@ class WConfd:
         *,
         role: Role | None = None,
         standby_store: DurableStore[Snapshot, Record] | None = None,
+        failover: Failover | None = None,
     ) -> None:
         """On local files (`state_dir`), load and serve at once. On etcd (`state_dir`
         None), start as a standby over `standby_store` (which refuses writes) until
         `take_over` installs the state of a term."""
         self.metrics = Registry("wconfd")
         self.role = role
+        self.failover = failover
         self.methods: dict[str, Handler] = {}  # the dispatch table, rebuilt in place per term
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         if state_dir is not None:
@@ -167,6 +182,22 @@ class WConfd:
         self.locks.release_owner(client_id)
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))
+
+    # -- roles (SPEC §13) -----------------------------------------------------------------
+
+    async def list_roles(self, client: Client) -> list[RoleInfo]:
+        if self.failover is None:
+            return [(self.role or SingleNode()).info()]
+        return await self.failover.roles()
+
+    async def step_down(self, client: Client, wait: float) -> RoleInfo:
+        if self.failover is None or self.role is None:
+            raise InvalidParams(
+                "this wconfd keeps its state in local files: no other node can take over; "
+                "run the nodes with --store etcd://... for failover (SPEC §13)"
+            )
+        await self.failover.resign(wait)
+        return self.role.info()
 
     # -- the client methods ------------------------------------------------------------
 

@@ -4,7 +4,9 @@ master that hung past its lease, and etcd members failing under it."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -165,3 +167,49 @@ def test_etcd_members_fail_under_the_master(tmp_path: Path):
             wc.close()
         finally:
             node.stop()
+
+
+def lw(node_or_run_dir: WconfdNode | Path, *args: str) -> subprocess.CompletedProcess[str]:
+    run_dir = (
+        node_or_run_dir.dir / "run" if isinstance(node_or_run_dir, WconfdNode) else node_or_run_dir
+    )
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "lw"), "--run-dir", str(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_lw_names_the_master_shows_roles_and_fails_over(two_nodes):
+    node1, node2 = two_nodes
+    wait_master(two_nodes)
+    refused = lw(node2, "lock", "list")
+    assert refused.returncode == 1
+    assert "this node is not the master; the master is node1" in refused.stderr
+    on_standby = lw(node2, "cluster", "role", "--json")
+    assert on_standby.returncode == 0, on_standby.stderr
+    assert [r["node"] for r in json.loads(on_standby.stdout)] == ["node2"]
+    table = lw(node1, "cluster", "role", "--no-headers", "--separator", "|")
+    assert table.returncode == 0, table.stderr
+    rows = [line.split("|") for line in table.stdout.splitlines()]
+    term = node1.role()["term"]
+    assert rows == [
+        ["node1", "master", "node1", str(term)],
+        ["node2", "standby", "node1", str(term)],
+    ]
+    moved = lw(node1, "cluster", "failover", "--wait", "10")
+    assert moved.returncode == 0, moved.stderr
+    assert "the master is now node2" in moved.stdout
+    assert wait_master(two_nodes) is node2
+    assert lw(node2, "lock", "list").returncode == 0
+
+
+def test_lw_cluster_on_local_files(wconfd):
+    table = lw(wconfd.run_dir, "cluster", "role", "--json")
+    assert table.returncode == 0, table.stderr
+    (row,) = json.loads(table.stdout)
+    assert row["role"] == "master" and row["term"] == 0 and row["master"] == row["node"]
+    refused = lw(wconfd.run_dir, "cluster", "failover")
+    assert refused.returncode == 1
+    assert "no other node can take over" in refused.stderr
