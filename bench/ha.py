@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,11 +27,9 @@ from pathlib import Path
 sys.path.append(sys.path.pop(0))  # as in death.py: this folder's queue.py must not shadow queue
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 
-from _util import cpu_count, daemon
+from _util import cpu_count, daemon, failover_summary
 from etcd_testlib import EtcdCluster, etcd_binary
 from ha_testlib import WconfdNode, first_answer, store_url, wait_master
-
-from client import WConfdClient
 
 SECONDS = 3.0
 WORKERS = 8
@@ -57,19 +54,8 @@ WORKER = textwrap.dedent(
 )
 
 
-def one_client(socket: Path) -> float:
-    with WConfdClient(socket, name="bench") as wc:
-        wc.ping()
-        count, start = 0, time.perf_counter()
-        while time.perf_counter() - start < SECONDS:
-            lock = f"node/n{count % 1000:04d}"
-            wc.try_update_locks([[lock, "exclusive"]])
-            wc.try_update_locks([[lock, "release"]])
-            count += 1
-        return count / (time.perf_counter() - start)
-
-
-def many_clients(socket: Path) -> float:
+def clients(socket: Path, workers: int) -> float:
+    """Aggregate cycles/s of `workers` client processes started together."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(socket), str(i), str(SECONDS)],
@@ -77,7 +63,7 @@ def many_clients(socket: Path) -> float:
             stdout=subprocess.PIPE,
             text=True,
         )
-        for i in range(WORKERS)
+        for i in range(workers)
     ]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
@@ -94,8 +80,8 @@ def many_clients(socket: Path) -> float:
 
 def lock_rates(socket: Path) -> dict[str, int]:
     return {
-        "one_client": round(one_client(socket)),
-        f"{WORKERS}_clients": round(many_clients(socket)),
+        "one_client": round(clients(socket, 1)),
+        f"{WORKERS}_clients": round(clients(socket, WORKERS)),
     }
 
 
@@ -118,13 +104,7 @@ def failover(root: Path, endpoints: list[str], trials: int) -> dict[str, object]
     finally:
         for n in nodes:
             n.stop()
-    return {
-        "trials": trials,
-        "ttl_s": 3.0,
-        "p50_s": round(statistics.median(times), 3),
-        "max_s": round(max(times), 3),
-        "target_max_s": 5.0,
-    }
+    return failover_summary(times, 3.0)
 
 
 def main() -> None:
