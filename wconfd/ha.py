@@ -160,6 +160,7 @@ class HaShell:
             return
         if self.election.term is term:
             self.role.serving = True
+            self.service.mark_master(True)
             log.info(
                 "node %s serves as master (term %d) after loading in %.3f s",
                 self.node,
@@ -171,6 +172,7 @@ class HaShell:
 
     def _deposed(self, reason: str) -> None:
         self.role.serving = False
+        self.service.mark_master(False)
         if self._takeover is not None and not self._takeover.done():
             self._takeover.cancel()
         error = not_master(self.role)

@@ -92,6 +92,12 @@ class WConfd:
             assert standby_store is not None, "a standby needs its store"
             persistence = Persistence(standby_store, DurableState.fresh(time.time()))
         self._install(persistence)
+        self.mark_master(state_dir is not None)
+
+    def mark_master(self, serving: bool) -> None:
+        """lockwarden_master{node} (SPEC §14): 1 while this node serves as master, else 0."""
+        node = (self.role or SingleNode()).info().node
+        self.metrics.gauge("lockwarden_master").set(1 if serving else 0, node)
 
     def implementations(self) -> tuple[object, ...]:
         """The objects implementing WConfdApi, for client.daemon.dispatch.build_methods."""

@@ -64,6 +64,7 @@ def test_one_master_the_standby_names_it(two_nodes):
     with node1.client() as wc:
         add_node(wc, "n1")
         assert "n1" in node_names(wc)
+        assert wc.get_metrics()["lockwarden_master"] == [[{"node": "node1"}, 1]]
 
 
 def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledged(two_nodes):
@@ -87,6 +88,7 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
         assert wc.list_all_locks().locks == []
         assert wc.list_reservations() == []
         assert node2.role()["role"] == "master"
+        assert wc.get_metrics()["lockwarden_master"] == [[{"node": "node2"}, 1]]
         add_node(wc, "after")
         assert "after" in node_names(wc)
 
@@ -213,3 +215,21 @@ def test_lw_cluster_on_local_files(wconfd):
     refused = lw(wconfd.run_dir, "cluster", "failover")
     assert refused.returncode == 1
     assert "no other node can take over" in refused.stderr
+
+
+@pytest.mark.parametrize("wconfd", ["etcd"], indirect=True)
+def test_a_change_too_large_for_one_transaction_fails_alone(wconfd):
+    """etcd caps a transaction's operations: a lock request that needs more fails with
+    StorageError, changes nothing, and the master serves on (releasing many is cheap)."""
+    with WConfdClient(wconfd.socket, name="big") as wc:
+        many = [[f"node/n{i:03d}", "shared"] for i in range(200)]
+        with pytest.raises(errors.StorageError, match="split it into smaller calls"):
+            wc.try_update_locks(many)
+        assert wc.list_locks() == []
+        for start in range(0, 200, 100):
+            assert wc.try_update_locks(many[start : start + 100]) == []
+        assert len(wc.list_locks()) == 200
+        wc.try_update_locks([[f"node/n{i:03d}", "release"] for i in range(150)])
+        assert len(wc.list_locks()) == 50
+        wc.free_locks()
+        assert wc.list_locks() == []

@@ -139,10 +139,11 @@ class EtcdStore:
     def append_nowait(
         self, record: Record, on_durable: Callable[[Record], Any] | None = None
     ) -> Awaitable[int]:
-        if self._broken is not None:
-            raise self._broken
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
+        if self._broken is not None:  # refused: the awaitable fails (NotMaster once deposed)
+            fut.set_exception(self._broken)
+            return fut
         try:
             change = Change(tuple(self._ops(record)))
         except StorageError as exc:
