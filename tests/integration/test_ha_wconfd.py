@@ -233,3 +233,54 @@ def test_a_change_too_large_for_one_transaction_fails_alone(wconfd):
         assert len(wc.list_locks()) == 50
         wc.free_locks()
         assert wc.list_locks() == []
+
+
+def test_repeated_failovers_under_load_lose_no_acknowledged_write(two_nodes):
+    """Forced failovers (kill -9 of the master, which comes back as a standby) while a
+    client keeps writing config objects and lock changes to whichever node is master:
+    every write a master acknowledged is in the config afterwards."""
+    failovers = 6
+    acked: list[str] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def load() -> None:
+        i = 0
+        while not stop.is_set():
+            for node in two_nodes:
+                try:
+                    with node.client(f"load{i}", timeout=5.0) as wc:
+                        while not stop.is_set():
+                            i += 1
+                            made = wc.add_object(kind="filter", object={"priority": i % 100})
+                            acked.append(made["uuid"])
+                            wc.try_update_locks([[f"node/l{i % 10}", "exclusive"]])
+                            wc.try_update_locks([[f"node/l{i % 10}", "release"]])
+                except (errors.NotMaster, errors.ConnectionError, errors.StorageError):
+                    continue  # an answer that is not an acknowledgement: try the other node
+                except BaseException as exc:  # anything else is a bug: fail the test
+                    failures.append(exc)
+                    return
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=load)
+    wait_master(two_nodes)
+    writer.start()
+    try:
+        for _ in range(failovers):
+            time.sleep(0.5)
+            master = wait_master(two_nodes)
+            standby = two_nodes[1] if master is two_nodes[0] else two_nodes[0]
+            master.kill()
+            assert first_answer(standby, timeout=10.0) <= 5.0
+            master.start()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        writer.join(30)
+    assert not failures, failures
+    assert len(acked) > 50
+    with wait_master(two_nodes).client("check") as wc:
+        stored = {f["uuid"] for f in wc.list_objects(kind="filter")}
+    missing = [u for u in acked if u not in stored]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost"
