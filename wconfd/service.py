@@ -1,11 +1,15 @@
 """wconfd assembled: persistence, the lock, config and reservation services, the clients.
 
 `WConfd` builds one `Persistence` (store, durable state, group commit, snapshots) and
-hands it to plain service objects; `implementations()` is what the dispatch table is
-built from, each API method found on exactly one of them.  `guard` identifies the caller
-once per call and hands the identified `Client` to the method.  This module also holds
-the client methods (identify, list_clients, cleanup_dead_clients) and the start-up step
+hands it to plain service objects; its dispatch table (`methods`, every API method found
+on exactly one of them) is built from them and rebuilt in place when they are replaced.
+`guard` identifies the caller once per call and hands the identified `Client` to the
+method. This module also holds the client methods (identify, list_clients,
+cleanup_dead_clients), the role methods (list_roles, step_down), and the start-up step
 that releases what clients that died while wconfd was down held.
+
+On local files the state is loaded at construction. On etcd (wconfd.ha) the daemon starts
+as a standby and `take_over` installs each term's state; `stand_by` drops it again.
 """
 
 from __future__ import annotations
