@@ -38,7 +38,7 @@ from client.daemon.etcd.wire import RequestOp
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable import DurableState, LockChange, Record, Snapshot
+from wconfd.durable import RELEASE, DurableState, LockChange, Record, Snapshot
 from wconfd.storage.etcd_keys import (
     Keys,
     Meta,
@@ -170,9 +170,12 @@ class EtcdStore:
         """The record's operations; StorageError (nothing changed) if they cannot be one
         transaction."""
         if isinstance(record, LockChange):
-            held = self._held.get(record.client_id, set())
-            trial = set(held)
-            ops = lock_ops(self.keys, self.node, record.client_id, record.pairs, trial)
+            # Changed in place (no copy: the cost follows the change, SPEC §4.4 rule 7);
+            # put back below if the change is refused.
+            held = self._held.setdefault(record.client_id, set())
+            added = {lk for lk, mode in record.pairs if mode != RELEASE and lk not in held}
+            dropped = {lk for lk, mode in record.pairs if mode == RELEASE and lk in held}
+            ops = lock_ops(self.keys, self.node, record.client_id, record.pairs, held)
         elif isinstance(record, Reserve | Release | ReleaseAll):
             ops = reservation_ops(self.keys, self.node, record)
         elif isinstance(record, ConfigChange):
@@ -181,16 +184,20 @@ class EtcdStore:
             raise StorageError(f"the etcd store cannot store {type(record).__name__} records")
         size = change_size(Change(tuple(ops)))
         if len(ops) > MAX_TXN_OPS - RESERVED_OPS or size > MAX_TXN_BYTES - 4096:
+            if isinstance(record, LockChange):
+                held = self._held[record.client_id]
+                held -= added
+                held |= dropped
+                if not held:
+                    del self._held[record.client_id]
             raise StorageError(
                 f"this change needs {len(ops)} etcd operations ({size} bytes), more than one "
                 f"transaction carries ({MAX_TXN_OPS - RESERVED_OPS}, {MAX_TXN_BYTES - 4096}); "
                 "split it into smaller calls"
             )
         if isinstance(record, LockChange):
-            if trial:
-                self._held[record.client_id] = trial
-            else:
-                self._held.pop(record.client_id, None)
+            if not self._held[record.client_id]:
+                del self._held[record.client_id]
             self.nodes[record.client_id] = self.node
         elif isinstance(record, Reserve):
             self.nodes[record.owner] = self.node
