@@ -70,6 +70,8 @@ def test_one_master_the_standby_names_it(two_nodes):
 def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledged(two_nodes):
     node1, node2 = two_nodes
     wait_master(two_nodes)
+    early = node2.client("early")  # identified on the standby, before the failover
+    assert early.get_role().role == "standby"
     with node1.client("writer") as wc:
         for i in range(20):
             add_node(wc, f"n{i:02d}")
@@ -91,6 +93,10 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
         assert wc.get_metrics()["lockwarden_master"] == [[{"node": "node2"}, 1]]
         add_node(wc, "after")
         assert "after" in node_names(wc)
+    # The connection identified while standby is served on the same identity now.
+    assert early.try_update_locks(request=[["node/early", "exclusive"]]) == []
+    assert early.list_locks() == [["node/early", "exclusive"]]
+    early.close()
 
 
 def test_a_master_stopped_past_its_lease_is_fenced_and_turns_standby(two_nodes):
