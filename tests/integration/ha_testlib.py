@@ -1,7 +1,8 @@
 """Several wconfd nodes on one real etcd cluster, for the SPEC §13 tests and bench/ha.py.
 
 Each node is a real `lw-wconfd --store etcd://… --node nodeN` on its own run and state
-directories; helpers wait for roles through the nodes' sockets.
+directories (the suite's DaemonProcess, from tests/conftest.py); helpers wait for roles
+through the nodes' sockets.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,9 +17,10 @@ from typing import Any
 
 import msgspec
 
-from client import WConfdClient, errors
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for conftest
+from conftest import DaemonProcess
 
-BIN = Path(sys.executable).parent
+from client import WConfdClient, errors
 
 
 def store_url(endpoints: list[str], prefix: str) -> str:
@@ -28,58 +28,19 @@ def store_url(endpoints: list[str], prefix: str) -> str:
     return "etcd://" + ",".join(e.removeprefix("http://") for e in endpoints) + prefix
 
 
-class WconfdNode:
-    """One control-plane node's wconfd."""
+class WconfdNode(DaemonProcess):
+    """One control-plane node's wconfd (run and state dirs under `root/node`)."""
 
     def __init__(self, root: Path, node: str, url: str, *extra: str) -> None:
+        super().__init__(
+            "wconfd", root / node, "--store", url, "--node", node, "--log-level", "DEBUG", *extra
+        )
         self.node = node
-        self.dir = root / node
-        self.url = url
-        self.extra = extra
-        self.socket = self.dir / "run" / "wconfd.sock"
-        self.log_path = self.dir / "wconfd.log"
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> WconfdNode:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    str(BIN / "lw-wconfd"),
-                    "--run-dir",
-                    str(self.dir / "run"),
-                    "--state-dir",
-                    str(self.dir / "state"),
-                    "--store",
-                    self.url,
-                    "--node",
-                    self.node,
-                    "--log-level",
-                    "DEBUG",
-                    *self.extra,
-                ],
-                stdout=log,
-                stderr=log,
-            )
-        self.wait_socket()
+    def start(self, *more: str, wait: bool = True) -> WconfdNode:
+        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        super().start(*more, wait=wait)
         return self
-
-    def wait_socket(self, timeout: float = 30.0) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"wconfd {self.node} exited:\n{self.log()}")
-            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
-                sock.connect(str(self.socket))
-                return
-            time.sleep(0.02)
-        raise TimeoutError(f"wconfd {self.node} did not come up:\n{self.log()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
 
     def client(self, name: str = "test", timeout: float = 10.0) -> WConfdClient:
         return WConfdClient(self.socket, name=name, timeout=timeout)
@@ -88,31 +49,16 @@ class WconfdNode:
         with self.client("role") as wc:
             return dict(msgspec.to_builtins(wc.get_role()))
 
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, sig)
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
 
-    def kill(self) -> None:
-        """kill -9, as a crashed host would."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop it (continuing it first if it was SIGSTOPped); its exit code."""
+        if self.proc is None:
+            return 0
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.proc.pid, signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return super().stop(sig)
 
 
 def wait_master(nodes: list[WconfdNode], timeout: float = 15.0) -> WconfdNode:

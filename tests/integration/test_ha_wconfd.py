@@ -105,7 +105,7 @@ def test_a_master_stopped_past_its_lease_is_fenced_and_turns_standby(two_nodes):
     old = node1.client("old")
     add_node(old, "before")
     old.update_locks_waiting(request=[["node/late", "exclusive"]], timeout=10)
-    node1.signal(signal.SIGSTOP)
+    node1.send_signal(signal.SIGSTOP)
     try:
         took = first_answer(node2, timeout=10.0)
         assert took <= 5.0
@@ -124,7 +124,7 @@ def test_a_master_stopped_past_its_lease_is_fenced_and_turns_standby(two_nodes):
         writer.start()
         time.sleep(0.3)
     finally:
-        node1.signal(signal.SIGCONT)
+        node1.send_signal(signal.SIGCONT)
     writer.join(15)
     assert isinstance(outcome.get("error"), errors.NotMaster), outcome
     # It answered at once, maybe before it read who the master is now (null: none known).
@@ -179,7 +179,7 @@ def test_etcd_members_fail_under_the_master(tmp_path: Path):
 
 def lw(node_or_run_dir: WconfdNode | Path, *args: str) -> subprocess.CompletedProcess[str]:
     run_dir = (
-        node_or_run_dir.dir / "run" if isinstance(node_or_run_dir, WconfdNode) else node_or_run_dir
+        node_or_run_dir.run_dir if isinstance(node_or_run_dir, WconfdNode) else node_or_run_dir
     )
     return subprocess.run(
         [str(Path(sys.executable).parent / "lw"), "--run-dir", str(run_dir), *args],
