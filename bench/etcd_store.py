@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 sys.path.append(sys.path.pop(0))  # as in death.py: this folder's queue.py must not shadow queue
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 
-from _util import cpu_count, summary
+from _util import cpu_count, failover_summary, summary
 from etcd_testlib import Candidate, EtcdCluster, etcd_binary
 
 from client.daemon.etcd.batching import Change
@@ -81,13 +80,7 @@ def failover(endpoints: list[str], trials: int) -> dict[str, object]:
         times.append(elected["t"] - killed)
         master.close()
     standby.close()
-    return {
-        "trials": trials,
-        "ttl_s": TTL,
-        "p50_s": round(statistics.median(times), 3),
-        "max_s": round(max(times), 3),
-        "target_max_s": 5.0,
-    }
+    return failover_summary(times, TTL)
 
 
 def main() -> None:

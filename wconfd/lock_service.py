@@ -24,7 +24,7 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.errors import InvalidParams, StorageError
+from client.errors import InvalidParams, RpcError, StorageError
 from wconfd.clients import Client
 from wconfd.durable import LockChange
 from wconfd.locking import Effects, LockManager
@@ -75,15 +75,17 @@ class LockService:
         """
         log.error("journalling a lock change failed, reverting to the durable locks: %s", exc)
         self.locks = LockManager.restore(self.persistence.state.held_lists())
+        self.abandon(StorageError(f"lock state reverted after a failed write: {exc.message}"))
+
+    def abandon(self, error: RpcError) -> None:
+        """Fail every waiting call with `error` (their requests are gone)."""
         tables: tuple[dict[str, asyncio.Future[Any]], ...] = (self._waits, self._opp_waits)
         for table in tables:
             waiting = list(table.values())
             table.clear()
             for fut in waiting:
                 if not fut.done():
-                    fut.set_exception(
-                        StorageError(f"lock state reverted after a failed write: {exc.message}")
-                    )
+                    fut.set_exception(error)
 
     @staticmethod
     def _resolve(table: dict[str, asyncio.Future[Any]], owner: str, value: object) -> None:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from client.api.wconfd import WConfdApi
-from client.daemon.dispatch import build_methods
+from client.daemon.roles import SingleNode
 from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
-from client.metrics import instrument
 from client.paths import WCONFD_SOCKET
+from wconfd.ha import HaShell
 from wconfd.service import WConfd
 
 
@@ -21,21 +20,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        service = WConfd(state_dir, sweep_interval=args.sweep_interval)
+        shell = None
+        if args.store is None:
+            service = WConfd(
+                state_dir, sweep_interval=args.sweep_interval, role=SingleNode(args.node)
+            )
+        else:
+            shell = HaShell(args.store, args.node, args.lease_ttl, args.sweep_interval)
+            service = shell.service
         server = RpcServer(
             socket_path,
-            instrument(
-                build_methods(WConfdApi, *service.implementations(), guard=service.guard),
-                service.metrics,
-            ),
+            service.methods,
             max_message_bytes=args.max_message_bytes,
             group=args.group,
             on_disconnect=service.disconnected,
         )
         service.start()
         try:
+            if shell is not None:
+                await shell.start(settle=2 * args.lease_ttl + 2)
             await serve_until_stopped(server, "wconfd")
         finally:
+            if shell is not None:
+                await shell.stop()
             service.close()
 
     return run_daemon("wconfd", WCONFD_SOCKET, args, serve)

@@ -1,26 +1,36 @@
 """wconfd assembled: persistence, the lock, config and reservation services, the clients.
 
 `WConfd` builds one `Persistence` (store, durable state, group commit, snapshots) and
-hands it to plain service objects; `implementations()` is what the dispatch table is
-built from, each API method found on exactly one of them.  `guard` identifies the caller
-once per call and hands the identified `Client` to the method.  This module also holds
-the client methods (identify, list_clients, cleanup_dead_clients) and the start-up step
+hands it to plain service objects; its dispatch table (`methods`, every API method found
+on exactly one of them) is built from them and rebuilt in place when they are replaced.
+`guard` identifies the caller once per call and hands the identified `Client` to the
+method. This module also holds the client methods (identify, list_clients,
+cleanup_dead_clients), the role methods (list_roles, step_down), and the start-up step
 that releases what clients that died while wconfd was down held.
+
+On local files the state is loaded at construction. On etcd (wconfd.ha) the daemon starts
+as a standby and `take_over` installs each term's state; `stand_by` drops it again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
-from client.api.wconfd import ClientInfo, Identity, PendingInfo
+from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
 from client.daemon.common import CommonMethods
+from client.daemon.dispatch import Handler, build_methods
 from client.daemon.procwatch import is_alive
+from client.daemon.roles import Role, SingleNode
 from client.daemon.runner import StartupError
 from client.daemon.server import Connection
-from client.metrics import Registry
+from client.errors import InvalidParams, RpcError
+from client.metrics import Registry, instrument
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
 from wconfd.durable import (
@@ -41,50 +51,119 @@ from wconfd.storage.seam import DurableStore
 
 log = logging.getLogger(__name__)
 
+# Whether a client id belongs to another node's clients (released at a takeover).
+Foreign = Callable[[str], bool]
+
+
+class Failover(Protocol):
+    """What `list_roles` and `step_down` need of the replicated control plane (wconfd.ha)."""
+
+    async def roles(self) -> list[RoleInfo]:
+        """Every node up and its role, the master first."""
+        ...
+
+    async def resign(self, wait: float) -> None:
+        """Give up mastership; wait up to `wait` s for another master."""
+        ...
+
 
 class WConfd:
     """The daemon's state and services; see the module docstring."""
 
-    def __init__(self, state_dir: Path, sweep_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        state_dir: Path | None,
+        sweep_interval: float = 5.0,
+        *,
+        role: Role | None = None,
+        standby_store: DurableStore[Snapshot, Record] | None = None,
+        failover: Failover | None = None,
+    ) -> None:
+        """On local files (`state_dir`), load and serve at once. On etcd (`state_dir`
+        None), start as a standby over `standby_store` (which refuses writes) until
+        `take_over` installs the state of a term."""
         self.metrics = Registry("wconfd")
-        store = open_local_store(state_dir)
-        self.persistence = Persistence(store, _load(store, state_dir))
+        self.role = role
+        self.failover = failover
+        self.methods: dict[str, Handler] = {}  # the dispatch table, rebuilt in place per term
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
-        self.locks = LockService(self.persistence, self._restore_locks())
-        self.config = ConfigService(self.persistence, lambda: self.locks.locks)
-        self.reservations = ReservationService(self.persistence)
+        if state_dir is not None:
+            store: DurableStore[Snapshot, Record] = open_local_store(state_dir)
+            persistence = Persistence(store, _load(store, state_dir))
+            for record in self._restore_plan(persistence.state, lambda owner: False):
+                persistence.commit_sync(record)
+        else:
+            assert standby_store is not None, "a standby needs its store"
+            persistence = Persistence(standby_store, DurableState.fresh(time.time()))
+        self._install(persistence)
+        self.mark_master(state_dir is not None)
+
+    def mark_master(self, serving: bool) -> None:
+        """lockwarden_master{node} (SPEC §14): 1 while this node serves as master, else 0."""
+        node = (self.role or SingleNode()).info().node
+        self.metrics.gauge("lockwarden_master").set(1 if serving else 0, node)
 
     def implementations(self) -> tuple[object, ...]:
         """The objects implementing WConfdApi, for client.daemon.dispatch.build_methods."""
-        return (CommonMethods(self.metrics), self, self.locks, self.config, self.reservations)
+        common = CommonMethods(self.metrics, self.role)
+        return (common, self, self.locks, self.config, self.reservations)
 
-    def _restore_locks(self) -> LockManager:
-        """Keep the locks and reservations of clients that still live; release the rest."""
-        state = self.persistence.state
-        owners = set(state.locks) | set(state.reservations.owners())
-        for owner in sorted(owners):
-            try:
-                job_id, name, key = parse_client_id(owner)
-            except ValueError:
-                live = False
-            else:
-                live = is_alive(key)
-            if live:
-                self.clients.adopt(owner, job_id, name, key)
-                continue
-            log.info("client %s died while wconfd was down; releasing what it held", owner)
-            held = state.locks.get(owner)
-            if held:
-                self.persistence.commit_sync(
-                    LockChange(owner, [(lock, RELEASE) for lock in sorted(held)])
-                )
-            released = state.reservations.remove_owner(owner)
-            if released is not None:
-                self.persistence.commit_sync(released)
+    def _install(self, persistence: Persistence) -> None:
+        """Serve `persistence`'s state: the services over it and the dispatch table."""
         try:
-            return LockManager.restore(state.held_lists())
+            manager = LockManager.restore(persistence.state.held_lists())
         except RestoreError as exc:
             raise StartupError(f"stored lock state is inconsistent: {exc}") from None
+        self.persistence = persistence
+        self.locks = LockService(persistence, manager)
+        self.config = ConfigService(persistence, lambda: self.locks.locks)
+        self.reservations = ReservationService(persistence)
+        table = build_methods(WConfdApi, *self.implementations(), guard=self.guard, role=self.role)
+        self.methods.clear()
+        self.methods.update(instrument(table, self.metrics))
+
+    async def take_over(self, store: DurableStore[Snapshot, Record], foreign: Foreign) -> None:
+        """Become master over a loaded store (SPEC §13): keep the holdings of live
+        processes of this node, release those of other nodes' clients (`foreign`) and of
+        the dead, then serve the state."""
+        persistence = Persistence(store, load_durable_state(store))
+        releases = self._restore_plan(persistence.state, foreign)
+        if releases:
+            await persistence.commit(releases)
+        self._install(persistence)
+
+    def stand_by(self, error: RpcError) -> None:
+        """This node stopped serving: drop the term's store and fail its waiting calls."""
+        self.locks.abandon(error)
+        self.persistence.close()
+
+    def _restore_plan(self, state: DurableState, foreign: Foreign) -> list[Record]:
+        """Adopt the owners of stored holdings that still live on this node; the records
+        releasing what the others (dead, or `foreign`: on another node) held."""
+        owners = set(state.locks) | set(state.reservations.owners())
+        releases: list[Record] = []
+        for owner in sorted(owners):
+            live = False
+            if not foreign(owner):
+                try:
+                    job_id, name, key = parse_client_id(owner)
+                except ValueError:
+                    pass
+                else:
+                    live = is_alive(key)
+            if live:
+                if owner not in self.clients.clients:
+                    self.clients.adopt(owner, job_id, name, key)
+                continue
+            why = "was on another node" if foreign(owner) else "died while wconfd was down"
+            log.info("client %s %s; releasing what it held", owner, why)
+            held = state.locks.get(owner)
+            if held:
+                releases.append(LockChange(owner, [(lock, RELEASE) for lock in sorted(held)]))
+            released = state.reservations.remove_owner(owner)
+            if released is not None:
+                releases.append(released)
+        return releases
 
     def start(self) -> None:
         """Begin background work: watch the restored clients and sweep for deaths."""
@@ -113,6 +192,22 @@ class WConfd:
         self.locks.release_owner(client_id)
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))
+
+    # -- roles (SPEC §13) -----------------------------------------------------------------
+
+    async def list_roles(self, client: Client) -> list[RoleInfo]:
+        if self.failover is None:
+            return [(self.role or SingleNode()).info()]
+        return await self.failover.roles()
+
+    async def step_down(self, client: Client, wait: float) -> RoleInfo:
+        if self.failover is None or self.role is None:
+            raise InvalidParams(
+                "this wconfd keeps its state in local files: no other node can take over; "
+                "run the nodes with --store etcd://... for failover (SPEC §13)"
+            )
+        await self.failover.resign(wait)
+        return self.role.info()
 
     # -- the client methods ------------------------------------------------------------
 

@@ -1,8 +1,8 @@
-"""Methods both daemons serve (SPEC §3, §14): ping, version and get_metrics."""
+"""Methods both daemons serve (SPEC §3, §13, §14): ping, version, get_metrics, get_role."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -14,6 +14,15 @@ class VersionInfo(msgspec.Struct, frozen=True):
 
     version: str
     protocol: int
+
+
+class RoleInfo(msgspec.Struct, frozen=True):
+    """What `get_role` answers (SPEC §13)."""
+
+    node: str
+    role: Literal["master", "standby"]
+    master: str | None
+    term: int
 
 
 class CommonApi(Api):
@@ -32,3 +41,10 @@ class CommonApi(Api):
         """The daemon's own counters, gauges and histograms (SPEC §14), keyed by Prometheus
         name: a value, or [[{label: value}, value], ...]; a histogram as its _bucket (with
         `le`), _sum and _count series."""
+
+    @rpc(identified=False, reissue=True)
+    def get_role(self) -> RoleInfo:
+        """This node's role in the control plane (SPEC §13): its name, "master" or
+        "standby", the master's node name (null while there is none) and the term (the
+        leader key's create revision; 0 for a single node on local files). Answered on
+        standbys too."""

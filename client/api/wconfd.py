@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.common import CommonApi
+from client.api.common import CommonApi, RoleInfo
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
@@ -250,3 +250,16 @@ class WConfdApi(CommonApi):
     @rpc(reissue=True)
     def list_reservations(self) -> list[Reservation]:
         """Every reservation as [client_id, namespace, value]."""
+
+    # -- roles (SPEC §13) -------------------------------------------------------------
+
+    @rpc(reissue=True)
+    def list_roles(self) -> list[RoleInfo]:
+        """Every control-plane node that is up and its role, the master first (its
+        presence keys and the leader key in etcd; one entry on local files)."""
+
+    @rpc(InvalidParams)
+    def step_down(self, wait: Seconds = 5.0) -> RoleInfo:
+        """`lw cluster failover`: the master gives up its lease (a standby takes over) and
+        waits up to `wait` s to see the new master; answers this node's role after.
+        InvalidParams on local files, where no other node can take over."""

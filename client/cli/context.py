@@ -110,6 +110,11 @@ def run(handler: Callable[[Context, argparse.Namespace], int], args: argparse.Na
     except errors.ConnectionError as exc:
         ctx.note(unreachable_message(exc, ctx.run_dir))
         return EXIT_UNREACHABLE
+    except errors.NotMaster as exc:
+        from client.cli.roles import not_master_message
+
+        ctx.note(f"lw: {not_master_message(exc)}")
+        return EXIT_FAILED
     except errors.RpcError as exc:
         ctx.note(f"lw: {exc.type_name}: {exc.message}")
         return EXIT_FAILED

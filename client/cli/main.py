@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from client.cli.admin_parsers import cluster_commands, lock_commands, user_commands
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT, PRIORITY_MAX, PRIORITY_MIN
 
 _EPILOG = """\
@@ -448,10 +449,6 @@ def _queue_commands(b: _Builder, sub: Any) -> None:
     b.leaf(sub, "undrain", "drains:queue_undrain", "accept new jobs again (ends a queue drain)")
 
 
-def _lock_commands(b: _Builder, sub: Any) -> None:
-    b.leaf(sub, "list", "locks:lock_list", "all locks with their owners and waiters", b.table)
-
-
 def _debug_commands(b: _Builder, sub: Any) -> None:
     delay = b.leaf(
         sub, "delay", "debug:delay", "run an OP_TEST_DELAY job (holds node locks)", b.job
@@ -471,28 +468,16 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
     )
 
 
-def _user_commands(b: _Builder, sub: Any) -> None:
-    add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user")
-    add.add_argument("name")
-    add.add_argument("--write", action="store_true", help="may also change things")
-    add.add_argument(
-        "--password-stdin",
-        action="store_true",
-        help="read the password from the first line of stdin instead of prompting",
-    )
-    b.leaf(sub, "list", "rapi_users:user_list", "list the RAPI users", b.table)
-    b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")
-
-
 GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "node": ("list, inspect, add, remove and modify nodes", _node_commands),
     "instance": ("list, inspect, add, remove and migrate instances", _instance_commands),
     "job": ("list, inspect, follow, cancel and submit jobs", _job_commands),
     "filter": ("manage the job filter rules", _filter_commands),
     "queue": ("the job queue: summary and drain flag", _queue_commands),
-    "lock": ("wconfd's locks", _lock_commands),
+    "lock": ("wconfd's locks", lock_commands),
+    "cluster": ("the control-plane nodes: roles and failover (SPEC §13)", cluster_commands),
     "debug": ("debugging aids", _debug_commands),
-    "rapi-user": ("the RAPI users file (rapi_users in the state dir)", _user_commands),
+    "rapi-user": ("the RAPI users file (rapi_users in the state dir)", user_commands),
 }
 
 

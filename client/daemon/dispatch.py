@@ -22,6 +22,7 @@ from jsonrpcserver.response import to_serializable_one
 from jsonrpcserver.sentinels import NOID
 
 from client.api.declare import Api, MethodSpec
+from client.daemon.roles import STANDBY_METHODS, Role, not_master
 from client.errors import BY_CODE, InternalError, InvalidRequest, RpcError
 from client.protocol import Request
 
@@ -43,11 +44,17 @@ def _error(exc: RpcError) -> JsonRpcError:
     return JsonRpcError(exc.code, exc.message, exc.data)
 
 
-def _handler(spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None) -> Handler:
+def _handler(
+    spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None, role: Role | None
+) -> Handler:
     names = spec.param_names
+    if role is None or spec.name in STANDBY_METHODS:
+        role = None  # answered whatever the role
 
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
+            if role is not None and not role.serving:
+                raise not_master(role)
             params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
@@ -66,9 +73,14 @@ def _handler(spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard
     return handle
 
 
-def build_methods(api: type[Api], *impls: object, guard: Guard | None = None) -> dict[str, Handler]:
+def build_methods(
+    api: type[Api], *impls: object, guard: Guard | None = None, role: Role | None = None
+) -> dict[str, Handler]:
     """The jsonrpcserver method table for the declared methods of `api`, each implemented
     on exactly one of `impls`.
+
+    With `role`, every method but `roles.STANDBY_METHODS` answers NotMaster while the role
+    is not serving (a standby, SPEC §13): the one place the role is enforced.
 
     Each implementation is `async def name(self, caller, <declared params>)`, where
     `caller` is what `guard` returns (the connection when there is no guard).  A method
@@ -90,7 +102,7 @@ def build_methods(api: type[Api], *impls: object, guard: Guard | None = None) ->
             raise TypeError(
                 f"{type(found[0]).__name__}.{name} takes {got}, the API declares {spec.param_names}"
             )
-        methods[name] = _handler(spec, func, guard)
+        methods[name] = _handler(spec, func, guard, role)
     return methods
 
 

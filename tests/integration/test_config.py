@@ -18,7 +18,10 @@ import pytest
 
 from client import AsyncWConfdClient, WConfdClient, errors
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+]
 
 ALL_LOCKSETS = [
     ["instance/[lockset]", "exclusive"],

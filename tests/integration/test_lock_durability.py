@@ -13,7 +13,10 @@ import pytest
 
 from client import WConfdClient
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+]
 
 HOLDER = textwrap.dedent(
     """

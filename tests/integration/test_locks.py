@@ -16,7 +16,10 @@ import pytest
 
 from client import AsyncWConfdClient, WConfdClient, errors
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+]
 
 HOLDER = textwrap.dedent(
     """

@@ -31,7 +31,8 @@ from luxid_testlib import ADMIN_LOCKS, FINAL, delay
 
 pytestmark = pytest.mark.timeout(120)
 
-NOT_CALLABLE_HERE = {"job_report"}
+# step_down answers only on etcd (test_ha_wconfd.py calls it through `lw cluster failover`).
+NOT_CALLABLE_HERE = {"job_report", "step_down"}
 Seen = dict[str, list[tuple[bytes, Any]]]
 
 
@@ -75,6 +76,9 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     await call(lc, "version")
     await call(wc, "get_metrics")
     await call(lc, "get_metrics")
+    await call(wc, "get_role")
+    await call(lc, "get_role")
+    assert len(await call(wc, "list_roles")) == 1
     # -- configuration, under every lock a write may need
     await call(wc, "update_locks_waiting", request=ADMIN_LOCKS, timeout=10)
     serial = (await call(wc, "get_config"))["cluster"]["serial_no"]

@@ -14,7 +14,10 @@ import pytest
 
 from client import WConfdClient, errors
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+]
 
 # Another process: reserves what it is told, generates MACs, reports, then waits.
 HOLDER = textwrap.dedent(

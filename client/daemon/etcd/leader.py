@@ -62,6 +62,7 @@ class LeaderElection(Background):
         self.clock = clock
         self.term: Term | None = None
         self.master: str | None = None  # last known master (this node's name while master)
+        self.master_term = 0  # the last known master's term (its key's create revision)
         self._renewal: Renewal | None = None
         self._renew_failed = False
         self._campaign_after = 0.0
@@ -97,6 +98,7 @@ class LeaderElection(Background):
         """The master's node name as etcd has it now, or None while there is none."""
         kv = await self.client.get(self.key)
         self.master = kv.value.decode(errors="replace") if kv else None
+        self.master_term = kv.create_revision if kv else 0
         return self.master
 
     def step_down(self, reason: str) -> None:
@@ -167,6 +169,7 @@ class LeaderElection(Background):
         answer = await self.client.range(self.key)
         if answer.kvs:
             self.master = answer.kvs[0].value.decode(errors="replace")
+            self.master_term = answer.kvs[0].create_revision
             await self._watch_until_deleted(answer.header.revision + 1)
             return
         self.master = None
@@ -183,6 +186,7 @@ class LeaderElection(Background):
                             if event.type == "DELETE":
                                 return
                             self.master = event.kv.value.decode(errors="replace")
+                            self.master_term = event.kv.create_revision
 
     async def _campaign(self) -> None:
         sent_at = self.clock()  # the lease starts later, in etcd: judging from here is safe
@@ -204,11 +208,13 @@ class LeaderElection(Background):
             read = answer.responses[0].response_range if answer.responses else None
             if read is not None and read.kvs:
                 self.master = read.kvs[0].value.decode(errors="replace")
+                self.master_term = read.kvs[0].create_revision
             return
         self.term = Term(node=self.node, lease_id=lease.ID, token=answer.header.revision)
         self._renewal = Renewal(sent_at=sent_at, ttl=min(self.ttl, float(lease.TTL)))
         self._renew_failed = False
         self.master = self.node
+        self.master_term = self.term.token
         log.info("node %s is master (term %d)", self.node, self.term.token)
         if self.on_elected is not None:
             try:

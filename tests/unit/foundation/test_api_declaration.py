@@ -136,7 +136,7 @@ def test_error_classes_follow_the_table():
         }
         assert issubclass(cls, errors.RpcError)
     assert issubclass(errors.ConnectionError, errors.RpcError)
-    assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 22
+    assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 23
 
 
 def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
@@ -147,7 +147,7 @@ def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
         "ping", "version", "list_locks", "list_all_locks", "list_clients", "get_config",
         "get_object", "list_objects", "wait_config_change", "list_reservations",
         "query_jobs", "wait_for_job_change", "query_queue_info", "query_filters",
-        "get_metrics", "query_drains", "wait_for_drain_change",
+        "get_metrics", "query_drains", "wait_for_drain_change", "get_role", "list_roles",
     }  # fmt: skip
     idempotent = {
         "update_locks_waiting", "try_update_locks", "free_locks", "free_locks_level",

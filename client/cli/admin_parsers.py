@@ -1,0 +1,53 @@
+"""The parsers of `lw`'s administrative command groups: lock, cluster and rapi-user.
+
+Kept apart from client.cli.main (which builds the rest of the tree) so that module stays
+small; each function fills one group's subparsers through main's builder (`b.leaf` adds a
+command with the shared options and its lazily imported handler).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lock_commands(b: Any, sub: Any) -> None:
+    b.leaf(sub, "list", "locks:lock_list", "all locks with their owners and waiters", b.table)
+
+
+def cluster_commands(b: Any, sub: Any) -> None:
+    b.leaf(
+        sub,
+        "role",
+        "roles:cluster_role",
+        "every control-plane node and its role (master or standby)",
+        b.table,
+    )
+    failover = b.leaf(
+        sub,
+        "failover",
+        "roles:cluster_failover",
+        "ask the master to step down so that a standby takes over",
+        description="Ask the master's wconfd to give up its lease; the next standby takes "
+        "over within moments. Run it on the master's node (on a standby it names the "
+        "master). Exit 1 if no other node became master within --wait seconds.",
+    )
+    failover.add_argument(
+        "--wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the new master (default 10)",
+    )
+
+
+def user_commands(b: Any, sub: Any) -> None:
+    add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user")
+    add.add_argument("name")
+    add.add_argument("--write", action="store_true", help="may also change things")
+    add.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of stdin instead of prompting",
+    )
+    b.leaf(sub, "list", "rapi_users:user_list", "list the RAPI users", b.table)
+    b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")

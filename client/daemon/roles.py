@@ -1,0 +1,62 @@
+"""A node's role in the control plane (SPEC §13) and the one check that enforces it.
+
+Every daemon has a `Role`: on local files it is `SingleNode` (always master, term 0); on
+etcd, wconfd's election decides it (wconfd/ha.py). The dispatch table
+(`client.daemon.dispatch.build_methods(..., role=...)`) asks `serving` before every call and
+answers NotMaster for every method but `STANDBY_METHODS` while the node does not serve, so
+no method checks the role itself.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Final, Protocol
+
+from client.api.common import RoleInfo
+from client.errors import NotMaster
+
+STANDBY_METHODS: Final = frozenset({"ping", "version", "identify", "get_role"})
+"""What a standby still answers (SPEC §13): everything else is NotMaster."""
+
+
+def default_node_name() -> str:
+    """`--node`'s default: $LW_NODE, else the host name (SPEC §13)."""
+    return os.environ.get("LW_NODE") or socket.gethostname()
+
+
+class Role(Protocol):
+    """What the dispatch and `get_role` need to know of the node's role."""
+
+    @property
+    def serving(self) -> bool:
+        """Whether this node answers every call now (it is the master, state loaded)."""
+        ...
+
+    def info(self) -> RoleInfo:
+        """The node's role as `get_role` answers it."""
+        ...
+
+
+class SingleNode:
+    """The role of a daemon on local storage: the only node, always master (term 0)."""
+
+    def __init__(self, node: str | None = None) -> None:
+        self.node = node or default_node_name()
+
+    @property
+    def serving(self) -> bool:
+        return True
+
+    def info(self) -> RoleInfo:
+        return RoleInfo(node=self.node, role="master", master=self.node, term=0)
+
+
+def not_master(role: Role) -> NotMaster:
+    """The error a standby answers, naming the master it knows of."""
+    info = role.info()
+    if info.master is None:
+        text = "there is no master right now (an election is under way); retry in a few seconds"
+    else:
+        text = f"the master is {info.master}; send the call there"
+    return NotMaster(f"node {info.node} is not the master; {text}", {"master": info.master})

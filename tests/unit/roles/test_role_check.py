@@ -1,0 +1,94 @@
+"""The role check of SPEC §13 in the dispatch (client.daemon.roles, build_methods(role=)):
+a standby answers ping, version, identify and get_role and NotMaster naming the master to
+everything else; a serving node answers everything; one check, whatever the method."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+import pytest
+
+from client.api.common import CommonApi, RoleInfo
+from client.api.declare import rpc
+from client.daemon.common import CommonMethods
+from client.daemon.dispatch import build_methods, dispatch_one
+from client.daemon.roles import SingleNode, not_master
+from client.errors import NotMaster
+from client.metrics import Registry
+
+
+class DemoApi(CommonApi):
+    @rpc(identified=False)
+    def identify(self, name: str) -> str:
+        """Say who you are."""
+
+    @rpc()
+    def write(self, value: int) -> int:
+        """Change something."""
+
+
+class Impl:
+    async def identify(self, conn: Any, name: str) -> str:
+        return name
+
+    async def write(self, conn: Any, value: int) -> int:
+        return value
+
+
+class Switch:
+    def __init__(self, serving: bool, master: str | None) -> None:
+        self.serving = serving
+        self.master = master
+
+    def info(self) -> RoleInfo:
+        if self.serving:
+            return RoleInfo(node="me", role="master", master="me", term=7)
+        return RoleInfo(node="me", role="standby", master=self.master, term=7)
+
+
+def call(methods: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "method": method, "params": params, "id": 1}
+    answer = asyncio.run(dispatch_one(message, methods, conn=None))
+    assert answer is not None
+    return msgspec.to_builtins(answer)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("master", ["node1", None])
+def test_a_standby_answers_only_the_standby_methods(master):
+    role = Switch(serving=False, master=master)
+    methods = build_methods(DemoApi, CommonMethods(Registry("wconfd"), role), Impl(), role=role)
+    assert call(methods, "ping", {})["result"] == "pong"
+    assert call(methods, "identify", {"name": "x"})["result"] == "x"
+    assert call(methods, "version", {})["result"]["protocol"] == 1
+    assert call(methods, "get_role", {})["result"]["role"] == "standby"
+    for method, params in (("write", {"value": 1}), ("get_metrics", {})):
+        error = call(methods, method, params)["error"]
+        assert error["code"] == -32070
+        assert error["data"] == {"type": "NotMaster", "master": master}
+    # Not even bad params get past the role check: a standby judges nothing.
+    assert call(methods, "write", {"value": "x"})["error"]["code"] == -32070
+    role.serving = True
+    assert call(methods, "write", {"value": 5})["result"] == 5
+    assert call(methods, "get_role", {})["result"] == {
+        "node": "me",
+        "role": "master",
+        "master": "me",
+        "term": 7,
+    }
+
+
+def test_single_node_is_master_of_term_0_and_messages_name_the_master():
+    info = SingleNode("solo").info()
+    assert info == RoleInfo(node="solo", role="master", master="solo", term=0)
+    assert SingleNode("solo").serving
+    error = not_master(Switch(serving=False, master="node3"))
+    assert isinstance(error, NotMaster) and error.master == "node3"
+    assert "the master is node3" in error.message
+    assert "no master right now" in not_master(Switch(serving=False, master=None)).message
+
+
+def test_without_a_role_every_method_is_served():
+    methods = build_methods(DemoApi, CommonMethods(Registry("wconfd")), Impl())
+    assert call(methods, "write", {"value": 3})["result"] == 3

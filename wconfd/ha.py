@@ -1,0 +1,188 @@
+"""wconfd on etcd (SPEC §13): the election decides the role, a takeover loads the state.
+
+`HaShell` runs this node's candidacy and presence. While it is standby every call but
+ping, version, identify and get_role is NotMaster (the dispatch asks `ElectedRole`). When
+elected it builds the term's `EtcdStore`, loads the state at one revision, releases the
+holdings of clients of other nodes and of dead ones, and only then serves. It stops
+serving at once when the lease could not be renewed, etcd says it is gone, a write finds
+the term over (`Fenced`) or a write's outcome is unknown: the next term (of this node or
+another) loads what etcd has, so memory never holds what etcd does not.
+
+A restarted wconfd that finds the leader key held by its own node name (its previous
+process, killed) revokes that lease at once instead of waiting for it to lapse: two live
+wconfds never share a node name (the socket lock of one run dir), so the holder is dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from client.api.common import RoleInfo
+from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.election import Term
+from client.daemon.etcd.errors import EtcdError, Fenced
+from client.daemon.etcd.leader import LeaderElection
+from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
+from client.daemon.etcd.url import EtcdStoreUrl
+from client.daemon.roles import not_master
+from client.errors import RpcError, StorageError
+from wconfd.service import WConfd
+from wconfd.storage.etcd_store import EtcdStore
+
+log = logging.getLogger(__name__)
+
+WRITER = "wconfd"
+
+
+class ElectedRole:
+    """The node's role as the election and the takeover make it (client.daemon.roles.Role)."""
+
+    def __init__(self, election: LeaderElection) -> None:
+        self.election = election
+        self.serving = False  # master with its state loaded
+
+    def info(self) -> RoleInfo:
+        e = self.election
+        term = e.term.token if e.term is not None else e.master_term if e.master else 0
+        if self.serving:
+            return RoleInfo(node=e.node, role="master", master=e.master, term=term)
+        return RoleInfo(node=e.node, role="standby", master=e.master, term=term)
+
+
+class HaShell:
+    """This node's wconfd on etcd; see the module docstring."""
+
+    def __init__(
+        self, url: EtcdStoreUrl, node: str, ttl: float, sweep_interval: float = 5.0
+    ) -> None:
+        self.url = url
+        self.node = node
+        self.client = EtcdClient(url.endpoints)
+        self.election = LeaderElection(
+            self.client,
+            prefix=url.prefix,
+            node=node,
+            ttl=ttl,
+            on_elected=self._elected,
+            on_deposed=self._deposed,
+        )
+        self.presence = Presence(
+            self.client, prefix=url.prefix, info=NodeInfo(node, time.time()), ttl=ttl
+        )
+        self.role = ElectedRole(self.election)
+        self.service = WConfd(
+            None, sweep_interval, role=self.role, standby_store=self._store(), failover=self
+        )
+        self._takeover: asyncio.Task[None] | None = None
+        self._term_store: EtcdStore | None = None
+
+    def _store(self) -> EtcdStore:
+        writer = self.election.writer(WRITER) if self.election.term else None
+        return EtcdStore(
+            self.client, writer, prefix=self.url.prefix, node=self.node, on_lost=self._lost
+        )
+
+    async def start(self, settle: float) -> None:
+        """Campaign (and keep this node's presence); wait up to `settle` seconds until the
+        first outcome is known (serving, or another master seen) before the socket opens."""
+        await self._reclaim()
+        self.presence.start()
+        self.election.start()
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            if self.role.serving or self.election.master not in (None, self.node):
+                return
+            await asyncio.sleep(0.02)
+
+    async def _reclaim(self) -> None:
+        """Revoke the lease of a leader key that names this node (a killed predecessor)."""
+        try:
+            kv = await self.client.get(self.election.key)
+            if kv is not None and kv.value.decode(errors="replace") == self.node and kv.lease:
+                log.info("the leader key names this node from an earlier run: revoking it")
+                await self.client.lease_revoke(kv.lease)
+        except EtcdError as exc:
+            log.warning("could not check the leader key at start: %s", exc)
+
+    async def stop(self) -> None:
+        """Give up mastership and presence (others take over at once), close etcd."""
+        if self._takeover is not None:
+            self._takeover.cancel()
+        await self.election.stop()
+        await self.presence.stop()
+        await self.client.close()
+
+    async def roles(self) -> list[RoleInfo]:
+        """Every node with a presence key, and the leader key's holder: the master first."""
+        # In a task of its own: the server may run a call's first step outside any task,
+        # where aiohttp's timeouts cannot work.
+        return await asyncio.get_running_loop().create_task(self._roles())
+
+    async def _roles(self) -> list[RoleInfo]:
+        nodes = {info.node for info in await list_nodes(self.client, self.url.prefix)}
+        master = await self.election.current_master()
+        term = self.election.master_term
+        if master is not None:
+            nodes.add(master)
+        return [
+            RoleInfo(node=n, role="master" if n == master else "standby", master=master, term=term)
+            for n in sorted(nodes, key=lambda n: (n != master, n))
+        ]
+
+    async def resign(self, wait: float) -> None:
+        """Step down for `lw cluster failover` (a standby takes over; this node does not
+        campaign again for one TTL)."""
+        await asyncio.get_running_loop().create_task(self.election.resign(wait))
+
+    def _elected(self, term: Term) -> None:
+        self._takeover = asyncio.get_running_loop().create_task(self._take_over(term))
+
+    async def _take_over(self, term: Term) -> None:
+        store = self._term_store = self._store()
+        t0 = time.monotonic()
+        try:
+            await store.load()
+            if self.election.term is not term:
+                store.close()
+                return
+            nodes = store.nodes
+            await self.service.take_over(
+                store, lambda owner: nodes.get(owner, self.node) != self.node
+            )
+        except Exception as exc:
+            if not isinstance(exc, EtcdError):
+                log.exception("taking over failed")
+            store.close()
+            self.election.step_down(f"taking over failed: {exc}")
+            return
+        if self.election.term is term:
+            self.role.serving = True
+            self.service.mark_master(True)
+            log.info(
+                "node %s serves as master (term %d) after loading in %.3f s",
+                self.node,
+                term.token,
+                time.monotonic() - t0,
+            )
+        else:
+            store.close()
+
+    def _deposed(self, reason: str) -> None:
+        self.role.serving = False
+        self.service.mark_master(False)
+        if self._takeover is not None and not self._takeover.done():
+            self._takeover.cancel()
+        error = not_master(self.role)
+        if self._term_store is not None:
+            self._term_store.stop(error)  # queued writes answer NotMaster, not "closed"
+        with contextlib.suppress(Exception):
+            self.service.stand_by(error)
+
+    def _lost(self, error: StorageError) -> RpcError:
+        """A write failed in a way only a new load can sort out: stop serving."""
+        self.role.serving = False
+        self.election.step_down(f"a write to etcd failed: {error.message}")
+        return not_master(self.role) if isinstance(error, Fenced) else error
