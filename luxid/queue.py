@@ -23,6 +23,7 @@ from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode
 from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.daemon.server import Connection
+from client.metrics import Registry
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
     Job,
@@ -64,8 +65,9 @@ class Queue:
         make_spawner: Callable[[JobProcesses], Spawner],
         sweep_interval: float,
     ) -> None:
-        self.live = LiveJobs(store)
-        self.filters = ActiveFilters()
+        self.metrics = Registry("luxid")  # the daemon's metrics, kept where things happen
+        self.live = LiveJobs(store, self.metrics)
+        self.filters = ActiveFilters(self.metrics)
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
         self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}

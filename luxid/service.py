@@ -15,7 +15,6 @@ from client import errors
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo
 from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
-from client.metrics import Registry
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
@@ -40,7 +39,7 @@ class LuxidService(CommonMethods):
     def __init__(self, queue: Queue, config: WconfdLink) -> None:
         self.queue = queue
         self.config = config
-        self.metrics = Registry("luxid")
+        self.metrics = queue.metrics
 
     # -- jobs --------------------------------------------------------------------------
 

@@ -47,10 +47,12 @@ class WConfd:
 
     def __init__(self, state_dir: Path, sweep_interval: float = 5.0) -> None:
         self.metrics = Registry("wconfd")
+        self._deaths = self.metrics.counter("lockwarden_dead_clients_released_total")
         store = open_local_store(state_dir)
+        store.stats.on_write = self.metrics.histogram("lockwarden_journal_flush_seconds").observe
         self.persistence = Persistence(store, _load(store, state_dir))
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
-        self.locks = LockService(self.persistence, self._restore_locks())
+        self.locks = LockService(self.persistence, self._restore_locks(), self.metrics)
         self.config = ConfigService(self.persistence, lambda: self.locks.locks)
         self.reservations = ReservationService(self.persistence)
 
@@ -73,6 +75,7 @@ class WConfd:
                 self.clients.adopt(owner, job_id, name, key)
                 continue
             log.info("client %s died while wconfd was down; releasing what it held", owner)
+            self._deaths.inc()
             held = state.locks.get(owner)
             if held:
                 self.persistence.commit_sync(
@@ -110,6 +113,7 @@ class WConfd:
         return self.locks.holds_locks(client_id) or self.reservations.holds_any(client_id)
 
     def _client_died(self, client_id: str) -> None:
+        self._deaths.inc()
         self.locks.release_owner(client_id)
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))
