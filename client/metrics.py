@@ -194,7 +194,8 @@ CATALOGUE: tuple[MetricDef, ...] = (
     MetricDef(
         "lockwarden_lock_wait_seconds",
         "histogram",
-        "Time a lock request waited before it was granted, by the level of its first lock.",
+        "Time a lock request waited before it was granted, by the level of the first lock it "
+        "wants exclusively (else of its first lock).",
         WCONFD,
         ("level",),
         FAST_SECONDS,

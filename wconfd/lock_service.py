@@ -7,7 +7,7 @@ core reports as changed go to the journal as they are (`LockChange`, one per own
 of one operation in one write), so the cost grows with the change (SPEC §4.4 rule 7).
 
 It also keeps the lock metrics (SPEC §14): the time each granted `update_locks_waiting`
-request waited (0 for one granted at once), by the level of its first lock; the requests
+request waited (0 for one granted at once), by `_wait_level`; the requests
 refused as deadlocks; and, read from the core's own counts when a scrape asks, the locks
 held by level and mode and the requests waiting.
 """
@@ -37,6 +37,17 @@ from wconfd.locking import LEVELS, Effects, LockManager
 from wconfd.persistence import Persistence
 
 log = logging.getLogger(__name__)
+
+
+def _wait_level(request: LockRequest) -> str:
+    """The level a request's wait is filed under: that of the first lock it wants
+    exclusively, else of its first lock ("" for an empty request).  A job asks for
+    `cluster/BGL` shared before its own locks: the first exclusive one says what it
+    really waits for."""
+    first = next((name for name, mode in request if mode == "exclusive"), None)
+    if first is None:
+        first = request[0][0] if request else ""
+    return first.partition("/")[0]
 
 
 class LockService:
@@ -171,7 +182,7 @@ class LockService:
             except DeadlockError:
                 self._deadlocks.inc()
                 raise
-        level = request[0][0].partition("/")[0] if request else ""
+        level = _wait_level(request)
         if update.pending:
             self._waiting_since[owner] = (time.monotonic(), level)
         elif update.applied and level:

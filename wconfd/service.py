@@ -113,7 +113,8 @@ class WConfd:
         return self.locks.holds_locks(client_id) or self.reservations.holds_any(client_id)
 
     def _client_died(self, client_id: str) -> None:
-        self._deaths.inc()
+        if self._holds_anything(client_id):  # a process that ended cleanly is no news
+            self._deaths.inc()
         self.locks.release_owner(client_id)
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))
