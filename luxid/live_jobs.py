@@ -27,6 +27,7 @@ import logging
 from collections.abc import Iterable
 
 from client import errors
+from client.daemon.change_serial import ChangeSerial
 from client.metrics import Registry
 from luxid.job_metrics import JobMetrics
 from luxid.jobs import Job, job_status
@@ -48,6 +49,7 @@ class LiveJobs:
             self.metrics.recount(None, job)
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
+        self.serial = ChangeSerial()  # wait_queue_change: bumped with every notification
 
     # -- reads -------------------------------------------------------------------------
 
@@ -151,6 +153,7 @@ class LiveJobs:
 
     def drop(self, ids: Iterable[int]) -> None:
         """Archived jobs leave memory."""
+        self.serial.bump()
         for job_id in ids:
             job = self.jobs.pop(job_id, None)
             if job is not None:
@@ -177,6 +180,7 @@ class LiveJobs:
 
     def notify(self, ids: Iterable[int]) -> None:
         """Wake everyone waiting for a change of these jobs."""
+        self.serial.bump()
         for job_id in ids:
             self._wake(job_id)
 

@@ -178,6 +178,7 @@ class Queue:
         """Set the durable drain flag."""
         await self.live.set_meta("drained", int(flag))
         self.drained = flag
+        self.live.serial.bump()
 
     # -- queries -------------------------------------------------------------------------
 

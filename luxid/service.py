@@ -108,6 +108,9 @@ class LuxidService(CommonMethods):
         await self.queue.settings_known.wait()
         return QueueInfo(**self.queue.queue_info())
 
+    async def wait_queue_change(self, conn: Connection, since_serial: int, timeout: float) -> int:
+        return await self.queue.live.serial.wait(since_serial, timeout)
+
     # -- filters -----------------------------------------------------------------------
 
     async def replace_filter(

@@ -29,6 +29,7 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
+from client.daemon.change_serial import ChangeSerial
 from client.errors import DeadlockError, InvalidParams, StorageError
 from client.metrics import Registry
 from wconfd.clients import Client
@@ -59,6 +60,7 @@ class LockService:
         self.persistence = persistence
         self.locks = locks
         self._waits: dict[str, asyncio.Future[WaitResult]] = {}
+        self.serial = ChangeSerial()  # wait_locks_change
         # owner -> (monotonic time its waiting request was queued, level of its first lock)
         self._waiting_since: dict[str, tuple[float, str]] = {}
         self._wait_seconds = metrics.histogram("lockwarden_lock_wait_seconds")
@@ -72,7 +74,9 @@ class LockService:
     # -- effects -----------------------------------------------------------------------
 
     async def settle(self, effects: Effects) -> None:
-        """Persist what changed, then answer the waits the operation ended."""
+        """Persist what changed, then answer the waits the operation ended.  Every lock
+        operation ends here, so the lock table's change serial is bumped here too."""
+        self.serial.bump()
         if effects.empty():
             return
         if effects.changes:
@@ -134,7 +138,9 @@ class LockService:
 
     def settle_soon(self, effects: Effects) -> None:
         """Settle from a context that cannot wait (a dying client, a cancelled call)."""
-        if not effects.empty():
+        if effects.empty():
+            self.serial.bump()  # a request stopped waiting: nothing else to do
+        else:
             self.spawn(self.settle(effects))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -265,6 +271,9 @@ class LockService:
     async def downgrade_locks_level(self, client: Client, level: str) -> None:
         owner = client.client_id
         await self.settle(self.locks.downgrade_locks_level(owner, level))
+
+    async def wait_locks_change(self, client: Client, since_serial: int, timeout: float) -> int:
+        return await self.serial.wait(since_serial, timeout)
 
     async def list_all_locks(self, client: Client) -> AllLocks:
         view = self.locks.list_all_locks()

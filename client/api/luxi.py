@@ -225,6 +225,12 @@ class LuxiApi(CommonApi):
     def query_queue_info(self) -> QueueInfo:
         """Drain flag, max running jobs, running count, jobs per status, filter count."""
 
+    @rpc(reissue=True)
+    def wait_queue_change(self, since_serial: int, timeout: Seconds) -> int:
+        """The queue's change serial as soon as it is not `since_serial` (a job was added,
+        changed or archived, or the drain flag set), or the current one at the timeout;
+        `timeout` 0 reads it.  Event-driven, for watchers such as the dashboard."""
+
     # -- filters (SPEC §6.3) ---------------------------------------------------------
 
     @rpc(FilterError, InvalidParams, StorageError)

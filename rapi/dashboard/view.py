@@ -108,11 +108,6 @@ def _locks(all_locks: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[s
     return sorted(locks, key=lambda lk: lk["name"]), sorted(waiters, key=lambda w: w["since"])
 
 
-def queue_mark(queue_info: dict[str, Any]) -> list[Any]:
-    """What of query_queue_info tells that the queue changed: counts, drain flag, filters."""
-    return [queue_info.get("counts"), queue_info.get("drained"), queue_info.get("filters")]
-
-
 def detail_ids(index_rows: list[list[Any] | None]) -> list[int]:
     """The jobs whose details the page shows: every active one, the first MAX_QUEUED
     queued and the last MAX_RECENT finished (`index_rows` has INDEX_FIELDS)."""
@@ -155,7 +150,6 @@ def build_view(
     cluster = config.get("cluster", {})
     return {
         "serial": config.get("serial_no", 0),
-        "queue_mark": queue_mark(queue_info),
         "cluster": {
             "name": cluster.get("name", "lockwarden"),
             "max_running_jobs": queue_info.get("max_running_jobs"),
