@@ -32,6 +32,7 @@ from test_rapi import READER, Rapi, stack  # noqa: F401  (test_rapi's stack fixt
 
 from client import LuxiClient, WConfdClient, errors
 from client.metrics import BY_NAME, CATALOGUE
+from rapi.dashboard import live
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -195,6 +196,79 @@ def test_the_event_stream_sends_a_snapshot_and_does_not_hold_up_a_stop(
         started = time.monotonic()
         assert rapi.daemon.stop() == 0
         assert time.monotonic() - started < 5, "an open stream held lw-rapi's stop up"
+
+
+def test_change_serials_wake_their_waiters_at_the_change(stack: Any) -> None:
+    """wait_queue_change and wait_locks_change are event-driven: a waiter is answered by
+    the change itself (well before its timeout), and at the timeout with the same serial."""
+    queue = stack.lc.wait_queue_change(since_serial=-1, timeout=0)
+    assert stack.lc.wait_queue_change(since_serial=queue, timeout=0.2) == queue
+    locks = stack.wc.wait_locks_change(since_serial=-1, timeout=0)
+    assert stack.wc.wait_locks_change(since_serial=locks, timeout=0.2) == locks
+    with (
+        ThreadPoolExecutor(2) as pool,
+        LuxiClient(stack.luxid.socket) as lc,
+        WConfdClient(stack.wconfd.socket, name="watcher") as watcher,
+        WConfdClient(stack.wconfd.socket, name="taker") as taker,
+    ):
+        started = time.monotonic()
+        queue_wait = pool.submit(lc.wait_queue_change, since_serial=queue, timeout=60)
+        locks_wait = pool.submit(watcher.wait_locks_change, since_serial=locks, timeout=60)
+        stack.submit(delay(0))
+        taker.try_update_locks([["node/watched", "exclusive"]])
+        assert queue_wait.result(timeout=30) != queue
+        assert locks_wait.result(timeout=30) != locks
+        assert time.monotonic() - started < 30
+        seen = stack.wc.wait_locks_change(since_serial=-1, timeout=0)
+        taker.free_locks()
+        assert stack.wc.wait_locks_change(since_serial=seen, timeout=30) != seen
+
+
+def next_snapshot(stream: Any) -> dict[str, Any]:
+    """The next `snapshot` event of an open /ui/events stream (comments skipped)."""
+    while True:
+        line = stream.readline()
+        assert line, "the stream ended"
+        if line == b"event: snapshot\n":
+            return dict(json.loads(stream.readline().removeprefix(b"data: ")))
+
+
+def test_the_event_stream_pushes_jobs_and_locks_as_they_change(
+    stack: Any, daemon_factory: Any
+) -> None:
+    """No timer: a job submitted to a quiet queue and a lock taken outside any job each
+    bring a snapshot long before the stream's keepalive would."""
+    rapi = Rapi(daemon_factory)
+    token = base64.b64encode(f"{READER[0]}:{READER[1]}".encode()).decode()
+    request = urllib.request.Request(
+        f"{rapi.base}/ui/events", headers={"Authorization": f"Basic {token}"}
+    )
+    bound = live.KEEPALIVE_SECONDS / 3
+
+    def luxid_calls() -> Counter[str]:
+        calls = stack.lc.get_metrics()["lockwarden_rpc_requests_total"]
+        return Counter(
+            {labels["method"]: n for labels, n in calls if labels["method"] != "get_metrics"}
+        )
+
+    with urllib.request.urlopen(request, timeout=60) as stream:
+        assert next_snapshot(stream)["queued_total"] == 0
+        # While nothing happens the stream asks nothing: it waits (no timer re-reading).
+        quiet = luxid_calls()
+        time.sleep(1.5)
+        assert luxid_calls() == quiet
+        started = time.monotonic()
+        job = stack.submit(delay(0))
+        while not any(j["id"] == job for j in next_snapshot(stream)["recent"]):
+            assert time.monotonic() - started < bound
+        with WConfdClient(stack.wconfd.socket, name="operator") as wc:
+            started = time.monotonic()
+            wc.try_update_locks([["node/held-by-hand", "exclusive"]])
+            while not any(
+                lock["name"] == "node/held-by-hand" for lock in next_snapshot(stream)["locks"]
+            ):
+                assert time.monotonic() - started < bound
+            wc.free_locks()
 
 
 # -- the §14 workload: what the daemons did, as counters, gauges and histograms -----------
