@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from client import errors
-from client.api.luxi import Directive, JobChange, JobEvent, Opcode
+from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
 from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.daemon.server import Connection
 from client.metrics import Registry
@@ -42,6 +42,7 @@ from luxid.jobs import (
 )
 from luxid.jobs.reports import apply_report, first_directive
 from luxid.live_jobs import LiveJobs
+from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError
 from luxid.scheduling import Scheduler
 from luxid.shutdown import bounded
@@ -220,6 +221,10 @@ class Queue:
                 await asyncio.wait_for(asyncio.shield(self.live.changed(job_id)), remaining)
             except TimeoutError:
                 return "nochange"
+
+    def overview(self, queued: int, recent: int) -> QueueOverview:
+        """query_queue_overview's answer (luxid.overview): O(unfinished), not O(queue) rows."""
+        return queue_overview(self.live.jobs, self._unfinished, queued, recent)
 
     def queue_info(self) -> dict[str, Any]:
         """query_queue_info's answer."""

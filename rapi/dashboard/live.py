@@ -28,8 +28,9 @@ from aiohttp import web
 from client import AsyncLuxiClient, AsyncWConfdClient, errors
 from rapi.dashboard.view import (
     FILTER_FIELDS,
-    INDEX_FIELDS,
     JOB_FIELDS,
+    MAX_QUEUED,
+    MAX_RECENT,
     build_view,
     detail_ids,
 )
@@ -50,17 +51,18 @@ async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str
         luxi.wait_queue_change(since_serial=-1, timeout=0),
         wconfd.wait_locks_change(since_serial=-1, timeout=0),
     )
-    config, info, index, filters, locks = await asyncio.gather(
+    config, info, overview, filters, locks = await asyncio.gather(
         wconfd.get_config(),
         luxi.query_queue_info(),
-        luxi.query_jobs(ids=None, fields=list(INDEX_FIELDS)),
+        luxi.query_queue_overview(queued=MAX_QUEUED, recent=MAX_RECENT),
         luxi.query_filters(fields=list(FILTER_FIELDS)),
         wconfd.list_all_locks(),
     )
-    ids = detail_ids(index)
+    chosen = msgspec.to_builtins(overview)
+    ids = detail_ids(chosen)
     details = await luxi.query_jobs(ids=ids, fields=list(JOB_FIELDS)) if ids else []
     view = build_view(
-        config, msgspec.to_builtins(info), index, details, filters, msgspec.to_builtins(locks)
+        config, msgspec.to_builtins(info), chosen, details, filters, msgspec.to_builtins(locks)
     )
     view["marks"] = list(marks)
     return view
