@@ -144,6 +144,8 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     await call(lc, "set_drain_flag", flag=False)
     await call(lc, "query_queue_info")
     queue_serial = await call(lc, "wait_queue_change", since_serial=-1, timeout=0)
+    overview = await call(lc, "query_queue_overview", queued=10, recent=10)
+    assert job in overview.recent and overview.pending_reasons == []
     rule = await call(
         lc, "replace_filter", uuid=None, priority=0, predicates=[], action="PAUSE",
         reason=[["test", "plain results", 1]],
