@@ -3,8 +3,8 @@ and rendering the Prometheus text, with 10,000 queued jobs and 1,000 held locks.
 
 A PAUSE rule keeps the submitted jobs queued; one wconfd client holds the 1,000 locks.
 The scrape is timed end to end over one keep-alive HTTP connection (target: p50 ≤ 20 ms);
-each daemon's get_metrics through the sync stub and the dashboard's `/ui/state` (which
-does read the whole queue) are timed too, for comparison.  Prints one JSON object.
+each daemon's get_metrics through the sync stub and the dashboard's `/ui/state` (one
+snapshot: luxid's query_queue_overview, then the ≤ 210 shown jobs) are timed too.  Prints one JSON object.
 """
 
 from __future__ import annotations

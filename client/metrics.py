@@ -10,6 +10,9 @@ Pure data, no I/O and no clock of its own (callers pass the values they measured
   (a histogram observation is one bisect) where the work happens, never by scanning.
   `snapshot()` is the `get_metrics` result: `{name: value | [[{label: value}, value]]}`,
   a histogram as its `_bucket` (cumulative, with `le`), `_sum` and `_count` series.
+  A gauge whose count another structure already keeps incrementally (wconfd's lock table
+  counts its held locks) is copied from it by a `before_snapshot` hook: a few O(1) reads
+  per scrape, never a scan.
 - Label sets are bounded: each metric keeps at most `max_series` label combinations;
   further ones are counted under the label value `"other"`, so no stream of distinct
   values (which job ids or client ids would be, and which no label may carry) can grow a
@@ -191,7 +194,8 @@ CATALOGUE: tuple[MetricDef, ...] = (
     MetricDef(
         "lockwarden_lock_wait_seconds",
         "histogram",
-        "Time a lock request waited before it was granted, by the level of its first lock.",
+        "Time a lock request waited before it was granted, by the level of the first lock it "
+        "wants exclusively (else of its first lock).",
         WCONFD,
         ("level",),
         FAST_SECONDS,
@@ -362,9 +366,15 @@ class Registry:
     def __init__(self, daemon: str) -> None:
         self.daemon = daemon
         self.metrics: dict[str, Counter | Gauge | Histogram] = {}
+        self._hooks: list[Callable[[], None]] = []
         for defn in CATALOGUE:
             if defn.daemon in (daemon, "*"):
                 self.metrics[defn.name] = _CLASSES[defn.kind](defn)
+
+    def before_snapshot(self, hook: Callable[[], None]) -> None:
+        """Run `hook` at each `snapshot()` first: it sets gauges from counts kept elsewhere
+        (it must cost O(1), not a scan: it runs on every scrape)."""
+        self._hooks.append(hook)
 
     def _typed(self, name: str, cls: type[M]) -> M:
         metric = self.metrics[name]
@@ -386,6 +396,8 @@ class Registry:
 
     def snapshot(self) -> dict[str, Any]:
         """The `get_metrics` result: every metric's current series, plain JSON."""
+        for hook in self._hooks:
+            hook()
         out: dict[str, Any] = {}
         for name, metric in self.metrics.items():
             names = metric.defn.labels

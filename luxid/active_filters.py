@@ -11,6 +11,11 @@ it reads from the configuration after each change (`wait_config_change`), which 
 rules written straight into wconfd arrive.  Each change compiles a new FilterChain,
 reusing the unchanged rules' compilation.  One FilterJob per job is cached (opcode inputs
 never change after submit).
+
+Each job's verdict is counted in `lockwarden_filter_verdicts_total{action}` once when it
+comes to apply to the job — at submit or at the first pass that judges it — and again only
+if a different rule or action comes to apply; a job held by the same PAUSE rule through
+many passes counts once.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from client import errors
 from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
+from client.metrics import Registry
 from luxid.filters import FilterChain, FilterJob, Verdict
 from luxid.filters.ratelimit import rejected_result
 from luxid.jobs import Job, mark_canceled
@@ -36,10 +42,12 @@ def filter_job(job: Job) -> FilterJob:
 class ActiveFilters:
     """The current rules by uuid, their chain and the FilterJob cache (event loop only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Registry) -> None:
         self.rules: dict[str, FilterRule] = {}
         self._chain = FilterChain()
         self._fjobs: dict[int, FilterJob] = {}
+        self._counted: dict[int, Verdict] = {}  # the verdict last counted per live job
+        self._verdicts = metrics.counter("lockwarden_filter_verdicts_total")
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -111,12 +119,18 @@ class ActiveFilters:
     def forget(self, job_id: int) -> None:
         """A job left the queue for good (finalized or archived)."""
         self._fjobs.pop(job_id, None)
+        self._counted.pop(job_id, None)
 
     def verdict(self, job: Job) -> Verdict | None:
-        """The applying rule's verdict for the job (None: no rule applies)."""
+        """The applying rule's verdict for the job (None: no rule applies); counted in the
+        metrics when it differs from the one last counted for the job."""
         if not self.rules:
             return None
-        return self._chain.verdict(self.job_view(job))
+        verdict = self._chain.verdict(self.job_view(job))
+        if verdict is not None and self._counted.get(job.id) != verdict:
+            self._counted[job.id] = verdict
+            self._verdicts.inc(verdict.action)
+        return verdict
 
     def buckets(self, job: Job) -> frozenset[str]:
         """The job's reason-trail rate-limit buckets."""

@@ -14,7 +14,8 @@ queries from it.  Every job change goes through this module, on the event loop:
 - archiving (`archive`, `auto_archive`) drops jobs from memory once durable.
 
 The writes go through the group commit (luxid.store.group_commit), the only writer.
-Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
+Every job change passing here also keeps the job metrics (luxid.job_metrics), so no
+scrape ever scans the jobs.  Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
 Ids of a failed insert are not handed out again while luxid runs (ids are never reused by
 an acknowledged job, which is all SPEC §6.1 promises to observers).
 """
@@ -26,6 +27,9 @@ import logging
 from collections.abc import Iterable
 
 from client import errors
+from client.daemon.change_serial import ChangeSerial
+from client.metrics import Registry
+from luxid.job_metrics import JobMetrics
 from luxid.jobs import Job, job_status
 from luxid.store import JobStore
 from luxid.store.group_commit import GroupCommit
@@ -36,12 +40,16 @@ log = logging.getLogger(__name__)
 class LiveJobs:
     """Live jobs by id, their durable writes and their change futures."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, metrics: Registry) -> None:
         self.store = store
         self.writer = GroupCommit(store)
         self.jobs: dict[int, Job] = {job.id: job for job in store.load_live()}
+        self.metrics = JobMetrics(metrics)
+        for job in self.jobs.values():
+            self.metrics.recount(None, job)
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
+        self.serial = ChangeSerial()  # wait_queue_change: bumped with every notification
 
     # -- reads -------------------------------------------------------------------------
 
@@ -75,14 +83,17 @@ class LiveJobs:
         """Store new jobs (ids from `allocate_ids`); once durable they are live and watched."""
         if jobs:
             await self.writer.insert(jobs)
+            self.metrics.submitted(len(jobs))
         self.put(jobs)
         self.notify(job.id for job in jobs)
 
     def put(self, jobs: Iterable[Job]) -> list[Job]:
         """Set the jobs in memory (not durable yet); returns them."""
         out = list(jobs)
+        live, changed = self.jobs, self.metrics.changed
         for job in out:
-            self.jobs[job.id] = job
+            changed(live.get(job.id), job)
+            live[job.id] = job
         return out
 
     async def commit(self, jobs: Iterable[Job]) -> None:
@@ -142,8 +153,11 @@ class LiveJobs:
 
     def drop(self, ids: Iterable[int]) -> None:
         """Archived jobs leave memory."""
+        self.serial.bump()
         for job_id in ids:
-            self.jobs.pop(job_id, None)
+            job = self.jobs.pop(job_id, None)
+            if job is not None:
+                self.metrics.recount(job, None)
             self._wake(job_id)
 
     def _reload(self, ids: list[int]) -> None:
@@ -154,16 +168,19 @@ class LiveJobs:
             return
         for job_id in ids:
             job = stored.get(job_id)
-            if job is None or job.archived:
-                self.jobs.pop(job_id, None)
-            else:
+            if job is not None and job.archived:
+                job = None
+            old = self.jobs.pop(job_id, None) if job is None else self.jobs.get(job_id)
+            if job is not None:
                 self.jobs[job_id] = job
+            self.metrics.recount(old, job)
         self.notify(ids)
 
     # -- change notification -----------------------------------------------------------
 
     def notify(self, ids: Iterable[int]) -> None:
         """Wake everyone waiting for a change of these jobs."""
+        self.serial.bump()
         for job_id in ids:
             self._wake(job_id)
 

@@ -20,9 +20,10 @@ from typing import Any
 import msgspec
 
 from client import errors
-from client.api.luxi import Directive, JobChange, JobEvent, Opcode
+from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
 from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.daemon.server import Connection
+from client.metrics import Registry
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
     Job,
@@ -40,6 +41,7 @@ from luxid.jobs import (
 )
 from luxid.jobs.reports import apply_report, first_directive
 from luxid.live_jobs import LiveJobs
+from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError
 from luxid.scheduling import Scheduler
 from luxid.shutdown import bounded
@@ -63,8 +65,9 @@ class Queue:
         make_spawner: Callable[[JobProcesses], Spawner],
         sweep_interval: float,
     ) -> None:
-        self.live = LiveJobs(store)
-        self.filters = ActiveFilters()
+        self.metrics = Registry("luxid")  # the daemon's metrics, kept where things happen
+        self.live = LiveJobs(store, self.metrics)
+        self.filters = ActiveFilters(self.metrics)
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
         self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
@@ -175,6 +178,7 @@ class Queue:
         """Set the durable drain flag."""
         await self.live.set_meta("drained", int(flag))
         self.drained = flag
+        self.live.serial.bump()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -216,6 +220,10 @@ class Queue:
                 await asyncio.wait_for(asyncio.shield(self.live.changed(job_id)), remaining)
             except TimeoutError:
                 return "nochange"
+
+    def overview(self, queued: int, recent: int) -> QueueOverview:
+        """query_queue_overview's answer (luxid.overview): O(unfinished), not O(queue) rows."""
+        return queue_overview(self.live.jobs, self._unfinished, queued, recent)
 
     def queue_info(self) -> dict[str, Any]:
         """query_queue_info's answer."""

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from client import errors
-from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo
+from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo, QueueOverview
 from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
-from client.metrics import Registry
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
@@ -40,7 +39,7 @@ class LuxidService(CommonMethods):
     def __init__(self, queue: Queue, config: WconfdLink) -> None:
         self.queue = queue
         self.config = config
-        self.metrics = Registry("luxid")
+        self.metrics = queue.metrics
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -109,6 +108,14 @@ class LuxidService(CommonMethods):
         await self.queue.settings_known.wait()
         return QueueInfo(**self.queue.queue_info())
 
+    async def query_queue_overview(
+        self, conn: Connection, queued: int, recent: int
+    ) -> QueueOverview:
+        return self.queue.overview(queued, recent)
+
+    async def wait_queue_change(self, conn: Connection, since_serial: int, timeout: float) -> int:
+        return await self.queue.live.serial.wait(since_serial, timeout)
+
     # -- filters -----------------------------------------------------------------------
 
     async def replace_filter(
@@ -142,7 +149,6 @@ class LuxidService(CommonMethods):
 
     async def job_report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         return await self.queue.report(conn, job_id, event)
-
 
     # -- drains (SPEC §12): declared, not served yet ------------------------------------
     #

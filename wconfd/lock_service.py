@@ -5,6 +5,11 @@ an operation's Effects say they were granted or withdrawn, and makes every chang
 held locks durable before any call that caused or observed it is answered: the pairs the
 core reports as changed go to the journal as they are (`LockChange`, one per owner, all
 of one operation in one write), so the cost grows with the change (SPEC §4.4 rule 7).
+
+It also keeps the lock metrics (SPEC §14): the time each granted `update_locks_waiting`
+request waited (0 for one granted at once), by `_wait_level`; the requests
+refused as deadlocks; and, read from the core's own counts when a scrape asks, the locks
+held by level and mode and the requests waiting.
 """
 
 from __future__ import annotations
@@ -24,13 +29,26 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.errors import InvalidParams, RpcError, StorageError
+from client.daemon.change_serial import ChangeSerial
+from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
+from client.metrics import Registry
 from wconfd.clients import Client
 from wconfd.durable import LockChange
-from wconfd.locking import Effects, LockManager
+from wconfd.locking import LEVELS, Effects, LockManager
 from wconfd.persistence import Persistence
 
 log = logging.getLogger(__name__)
+
+
+def _wait_level(request: LockRequest) -> str:
+    """The level a request's wait is filed under: that of the first lock it wants
+    exclusively, else of its first lock ("" for an empty request).  A job asks for
+    `cluster/BGL` shared before its own locks: the first exclusive one says what it
+    really waits for."""
+    first = next((name for name, mode in request if mode == "exclusive"), None)
+    if first is None:
+        first = request[0][0] if request else ""
+    return first.partition("/")[0]
 
 
 class LockService:
@@ -38,17 +56,27 @@ class LockService:
 
     Methods receive the identified `Client` (the dispatch guard identified it once)."""
 
-    def __init__(self, persistence: Persistence, locks: LockManager) -> None:
+    def __init__(self, persistence: Persistence, locks: LockManager, metrics: Registry) -> None:
         self.persistence = persistence
         self.locks = locks
         self._waits: dict[str, asyncio.Future[WaitResult]] = {}
+        self.serial = ChangeSerial()  # wait_locks_change
+        # owner -> (monotonic time its waiting request was queued, level of its first lock)
+        self._waiting_since: dict[str, tuple[float, str]] = {}
+        self._wait_seconds = metrics.histogram("lockwarden_lock_wait_seconds")
+        self._deadlocks = metrics.counter("lockwarden_deadlocks_total")
+        self._held = metrics.gauge("lockwarden_locks_held")
+        self._pending = metrics.gauge("lockwarden_lock_requests_pending")
+        metrics.before_snapshot(self._publish_counts)
         self._opp_waits: dict[str, asyncio.Future[list[str]]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     # -- effects -----------------------------------------------------------------------
 
     async def settle(self, effects: Effects) -> None:
-        """Persist what changed, then answer the waits the operation ended."""
+        """Persist what changed, then answer the waits the operation ended.  Every lock
+        operation ends here, so the lock table's change serial is bumped here too."""
+        self.serial.bump()
         if effects.empty():
             return
         if effects.changes:
@@ -59,12 +87,28 @@ class LockService:
             except StorageError as exc:
                 self._fall_back_to_durable_locks(exc)
                 raise
+        now = time.monotonic()
         for owner in effects.granted:
+            self._waited(owner, now)
             self._resolve(self._waits, owner, WaitResult(granted=True, blockers=[]))
         for owner, blockers in effects.withdrawn.items():
+            self._waiting_since.pop(owner, None)
             self._resolve(self._waits, owner, WaitResult(granted=False, blockers=blockers))
         for owner, locks in effects.opportunistic.items():
             self._resolve(self._opp_waits, owner, locks)
+
+    def _waited(self, owner: str, now: float) -> None:
+        """A queued request was granted: observe how long it waited."""
+        started = self._waiting_since.pop(owner, None)
+        if started is not None:
+            self._wait_seconds.observe(now - started[0], started[1])
+
+    def _publish_counts(self) -> None:
+        """Copy the core's counts of held locks and waiting requests into the gauges."""
+        for level, counts in zip(LEVELS, self.locks.allocation.held_counts, strict=True):
+            for mode, count in counts.items():
+                self._held.set(count, level, mode)
+        self._pending.set(self.locks.pending_count)
 
     def _fall_back_to_durable_locks(self, exc: StorageError) -> None:
         """A lock change could not be journalled: return to the holdings on disk.
@@ -79,6 +123,7 @@ class LockService:
 
     def abandon(self, error: RpcError) -> None:
         """Fail every waiting call with `error` (their requests are gone)."""
+        self._waiting_since.clear()
         tables: tuple[dict[str, asyncio.Future[Any]], ...] = (self._waits, self._opp_waits)
         for table in tables:
             waiting = list(table.values())
@@ -95,7 +140,9 @@ class LockService:
 
     def settle_soon(self, effects: Effects) -> None:
         """Settle from a context that cannot wait (a dying client, a cancelled call)."""
-        if not effects.empty():
+        if effects.empty():
+            self.serial.bump()  # a request stopped waiting: nothing else to do
+        else:
             self.spawn(self.settle(effects))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -111,6 +158,7 @@ class LockService:
 
     def release_owner(self, owner: str) -> None:
         """A client died: drop its locks and pending request, wake whom it blocked."""
+        self._waiting_since.pop(owner, None)
         self.settle_soon(self.locks.remove_owner(owner))
 
     def holds_locks(self, owner: str) -> bool:
@@ -137,7 +185,16 @@ class LockService:
             fut = self._waits.get(owner)
             if fut is not None and self.locks.pending_matches(owner, request):
                 return await self._wait(owner, fut, timeout)  # a re-issued call
-            update = self.locks.update_waiting(owner, request, priority, since=time.time())
+            try:
+                update = self.locks.update_waiting(owner, request, priority, since=time.time())
+            except DeadlockError:
+                self._deadlocks.inc()
+                raise
+        level = _wait_level(request)
+        if update.pending:
+            self._waiting_since[owner] = (time.monotonic(), level)
+        elif update.applied and level:
+            self._wait_seconds.observe(0.0, level)
         await self.settle(update.effects)
         if not update.pending:
             return WaitResult(granted=update.applied, blockers=update.blockers)
@@ -155,12 +212,14 @@ class LockService:
                 return await fut
             withdrawn = self.locks.withdraw(owner)
             self._waits.pop(owner, None)
+            self._waiting_since.pop(owner, None)
             await self.settle(withdrawn.effects)
             return WaitResult(granted=False, blockers=withdrawn.blockers)
         except asyncio.CancelledError:
             # The connection closed: withdraw, unless the grant already happened.
             if self._waits.get(owner) is fut and self.locks.has_pending(owner):
                 self._waits.pop(owner, None)
+                self._waiting_since.pop(owner, None)
                 self.settle_soon(self.locks.withdraw(owner).effects)
             raise
 
@@ -214,6 +273,9 @@ class LockService:
     async def downgrade_locks_level(self, client: Client, level: str) -> None:
         owner = client.client_id
         await self.settle(self.locks.downgrade_locks_level(owner, level))
+
+    async def wait_locks_change(self, client: Client, since_serial: int, timeout: float) -> int:
+        return await self.serial.wait(since_serial, timeout)
 
     async def list_all_locks(self, client: Client) -> AllLocks:
         view = self.locks.list_all_locks()

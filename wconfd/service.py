@@ -83,12 +83,15 @@ class WConfd:
         None), start as a standby over `standby_store` (which refuses writes) until
         `take_over` installs the state of a term."""
         self.metrics = Registry("wconfd")
+        self._deaths = self.metrics.counter("lockwarden_dead_clients_released_total")
         self.role = role
         self.failover = failover
         self.methods: dict[str, Handler] = {}  # the dispatch table, rebuilt in place per term
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         if state_dir is not None:
-            store: DurableStore[Snapshot, Record] = open_local_store(state_dir)
+            local = open_local_store(state_dir)
+            local.stats.on_write = self.metrics.histogram("lockwarden_journal_flush_seconds").observe
+            store: DurableStore[Snapshot, Record] = local
             persistence = Persistence(store, _load(store, state_dir))
             for record in self._restore_plan(persistence.state, lambda owner: False):
                 persistence.commit_sync(record)
@@ -115,7 +118,7 @@ class WConfd:
         except RestoreError as exc:
             raise StartupError(f"stored lock state is inconsistent: {exc}") from None
         self.persistence = persistence
-        self.locks = LockService(persistence, manager)
+        self.locks = LockService(persistence, manager, self.metrics)
         self.config = ConfigService(persistence, lambda: self.locks.locks)
         self.reservations = ReservationService(persistence)
         table = build_methods(WConfdApi, *self.implementations(), guard=self.guard, role=self.role)
@@ -156,6 +159,8 @@ class WConfd:
                     self.clients.adopt(owner, job_id, name, key)
                 continue
             why = "was on another node" if foreign(owner) else "died while wconfd was down"
+            if not foreign(owner):
+                self._deaths.inc()
             log.info("client %s %s; releasing what it held", owner, why)
             held = state.locks.get(owner)
             if held:
@@ -189,6 +194,8 @@ class WConfd:
         return self.locks.holds_locks(client_id) or self.reservations.holds_any(client_id)
 
     def _client_died(self, client_id: str) -> None:
+        if self._holds_anything(client_id):  # a process that ended cleanly is no news
+            self._deaths.inc()
         self.locks.release_owner(client_id)
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))

@@ -59,6 +59,18 @@ class QueueInfo(msgspec.Struct, frozen=True):
     filters: int
 
 
+class QueueOverview(msgspec.Struct, frozen=True):
+    """The jobs a queue overview shows (query_queue_overview): the first queued ones by id,
+    every active one, the latest finished ones (newest first), how many are queued, and
+    `[pending_reason, count]` pairs over all queued jobs (most common first)."""
+
+    queued: list[int]
+    queued_total: int
+    active: list[int]
+    recent: list[int]
+    pending_reasons: list[Annotated[Sequence[Any], Meta(min_length=2, max_length=2)]]
+
+
 # -- the job-process protocol (SPEC §7) ----------------------------------------------------
 #
 # A job process sends events about its own job; luxid answers each with a Directive.  All
@@ -224,6 +236,17 @@ class LuxiApi(CommonApi):
     @rpc(reissue=True)
     def query_queue_info(self) -> QueueInfo:
         """Drain flag, max running jobs, running count, jobs per status, filter count."""
+
+    @rpc(reissue=True)
+    def query_queue_overview(self, queued: Count, recent: Count) -> QueueOverview:
+        """Which jobs an overview shows, chosen by luxid so that only they need reading:
+        the first `queued` queued, every active, the latest `recent` finished."""
+
+    @rpc(reissue=True)
+    def wait_queue_change(self, since_serial: int, timeout: Seconds) -> int:
+        """The queue's change serial as soon as it is not `since_serial` (a job was added,
+        changed or archived, or the drain flag set), or the current one at the timeout;
+        `timeout` 0 reads it.  Event-driven, for watchers such as the dashboard."""
 
     # -- filters (SPEC §6.3) ---------------------------------------------------------
 

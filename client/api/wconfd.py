@@ -181,6 +181,12 @@ class WConfdApi(CommonApi):
         """Every held lock with its owners, and every waiting request."""
 
     @rpc(reissue=True)
+    def wait_locks_change(self, since_serial: int, timeout: Seconds) -> int:
+        """The lock table's change serial as soon as it is not `since_serial` (a lock was
+        taken, changed or released, or a request began or stopped waiting), or the current
+        one at the timeout; `timeout` 0 reads it.  Event-driven, for watchers."""
+
+    @rpc(reissue=True)
     def list_clients(self) -> list[ClientInfo]:
         """Every known client with its locks, reservations, connections and waiting request."""
 

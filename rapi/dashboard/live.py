@@ -1,17 +1,18 @@
 """The dashboard's data: one snapshot from both daemons, and a server-sent-event stream
 that pushes a fresh snapshot when something changed.
 
-Changes are learnt from the event-driven waits the daemons offer, not from a timer that
-re-reads everything:
+Changes are learnt from the daemons' event-driven waits, never from a timer:
 
-- wconfd's `wait_config_change(since_serial)` — nodes, instances, filters, drains;
-- luxid's `wait_for_job_change` on each active (waiting, running, canceling) job, up to
-  `MAX_WATCHED` of them — status, opcode statuses, pending reason, priority.
+- luxid's `wait_queue_change(serial)` — any job added, changed or archived, the drain flag;
+- wconfd's `wait_config_change(serial)` — nodes, instances, filters, drains;
+- wconfd's `wait_locks_change(serial)` — the lock table and its waiters.
 
-luxid has no queue-level change wait yet, so a job submitted to an otherwise unchanged
-queue is noticed when those waits time out (`QUEUE_CHECK_SECONDS`): the stream then asks
-`query_queue_info` alone (a few counters) and re-reads the rest only if they moved.
-A push is at most every `MIN_PUSH_SECONDS`, so a busy queue is coalesced, not streamed.
+A snapshot reads the three serials first and then the data, so a change made while it
+reads bumps a serial past the one it holds and is pushed next: none is missed.  When
+nothing changes for `KEEPALIVE_SECONDS` the stream sends a comment (which also finds a
+reader that went away).  Pushes are coalesced: the next one comes at the earliest
+`PUSH_COST_RATIO` times the last snapshot's duration later (and `MIN_PUSH_SECONDS`), so
+however busy the queue, one open dashboard spends a bounded share of the daemons' time.
 """
 
 from __future__ import annotations
@@ -26,52 +27,45 @@ from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors
 from rapi.dashboard.view import (
-    ACTIVE,
     FILTER_FIELDS,
-    INDEX_FIELDS,
     JOB_FIELDS,
+    MAX_QUEUED,
+    MAX_RECENT,
     build_view,
     detail_ids,
-    queue_mark,
 )
 
 log = logging.getLogger(__name__)
 
-QUEUE_CHECK_SECONDS = 1.0
+KEEPALIVE_SECONDS = 15.0
+TROUBLE_RETRY_SECONDS = 1.0
 MIN_PUSH_SECONDS = 0.2
-MAX_WATCHED = 32
-_WATCH_FIELDS = ["status", "opstatus", "pending_reason", "priority"]  # all in JOB_FIELDS
-_NO_LOG = 2**62  # wait_for_job_change's prev_log_serial: ignore log entries
+PUSH_COST_RATIO = 5.0
 _encoder = msgspec.json.Encoder()
 
 
 async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str, Any]:
-    """Everything the page shows, asked of both daemons at once."""
-    config, info, index, filters, locks = await asyncio.gather(
+    """Everything the page shows, asked of both daemons at once, with the serials it was
+    read at (`marks`: queue, locks; the config's serial is `serial`)."""
+    marks = await asyncio.gather(
+        luxi.wait_queue_change(since_serial=-1, timeout=0),
+        wconfd.wait_locks_change(since_serial=-1, timeout=0),
+    )
+    config, info, overview, filters, locks = await asyncio.gather(
         wconfd.get_config(),
         luxi.query_queue_info(),
-        luxi.query_jobs(ids=None, fields=list(INDEX_FIELDS)),
+        luxi.query_queue_overview(queued=MAX_QUEUED, recent=MAX_RECENT),
         luxi.query_filters(fields=list(FILTER_FIELDS)),
         wconfd.list_all_locks(),
     )
-    ids = detail_ids(index)
+    chosen = msgspec.to_builtins(overview)
+    ids = detail_ids(chosen)
     details = await luxi.query_jobs(ids=ids, fields=list(JOB_FIELDS)) if ids else []
-    return build_view(
-        config, msgspec.to_builtins(info), index, details, filters, msgspec.to_builtins(locks)
+    view = build_view(
+        config, msgspec.to_builtins(info), chosen, details, filters, msgspec.to_builtins(locks)
     )
-
-
-async def _job_changed(luxi: AsyncLuxiClient, job: dict[str, Any], timeout: float) -> bool:
-    prev = [job[f] for f in _WATCH_FIELDS]
-    answer = await luxi.wait_for_job_change(
-        job_id=job["id"], fields=_WATCH_FIELDS, prev_values=prev, prev_log_serial=_NO_LOG,
-        timeout=timeout,
-    )  # fmt: skip
-    return answer != "nochange"
-
-
-async def _config_changed(wconfd: AsyncWConfdClient, serial: int, timeout: float) -> bool:
-    return bool(await wconfd.wait_config_change(since_serial=serial, timeout=timeout) > serial)
+    view["marks"] = list(marks)
+    return view
 
 
 async def _first_true(waits: list[Any]) -> bool:
@@ -79,10 +73,7 @@ async def _first_true(waits: list[Any]) -> bool:
     tasks = [asyncio.ensure_future(w) for w in waits]
     try:
         for next_done in asyncio.as_completed(tasks):
-            try:
-                if await next_done:
-                    return True
-            except errors.NotFound:  # a job archived meanwhile: that is a change
+            if await next_done:
                 return True
         return False
     finally:
@@ -91,16 +82,28 @@ async def _first_true(waits: list[Any]) -> bool:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _moved(wait: Any, since: int) -> bool:
+    return bool(await wait(since_serial=since, timeout=KEEPALIVE_SECONDS) != since)
+
+
 async def changed(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient, view: dict[str, Any]) -> bool:
-    """Whether something the view shows changes within QUEUE_CHECK_SECONDS (returns as
-    soon as it does; see the module docstring)."""
-    active = [job for job in view["active"] if job["status"] in ACTIVE][:MAX_WATCHED]
-    waits = [_config_changed(wconfd, view["serial"], QUEUE_CHECK_SECONDS)]
-    waits += [_job_changed(luxi, job, QUEUE_CHECK_SECONDS) for job in active]
-    if await _first_true(waits):
-        return True
-    info = msgspec.to_builtins(await luxi.query_queue_info())
-    return bool(queue_mark(info) != view["queue_mark"])
+    """Whether something the view shows changes within KEEPALIVE_SECONDS (returns as soon
+    as it does)."""
+    queue, locks = view["marks"]
+    config = view["serial"]
+    return await _first_true(
+        [
+            _moved(luxi.wait_queue_change, queue),
+            _moved(wconfd.wait_locks_change, locks),
+            _config_changed(wconfd, config),
+        ]
+    )
+
+
+async def _config_changed(wconfd: AsyncWConfdClient, serial: int) -> bool:
+    return bool(
+        await wconfd.wait_config_change(since_serial=serial, timeout=KEEPALIVE_SECONDS) > serial
+    )
 
 
 async def events(
@@ -121,6 +124,7 @@ async def events(
             started = loop.time()
             try:
                 view = await snapshot(luxi, wconfd)
+                cost = loop.time() - started
                 await response.write(b"event: snapshot\ndata: " + _encoder.encode(view) + b"\n\n")
                 while not await changed(luxi, wconfd, view):
                     await response.write(b": nothing changed\n\n")  # finds a gone reader
@@ -128,6 +132,8 @@ async def events(
                 log.warning("/ui/events: %s", exc)
                 message = {"error": f"a daemon did not answer: {exc.message}"}
                 await response.write(b"event: trouble\ndata: " + _encoder.encode(message) + b"\n\n")
-                await asyncio.sleep(QUEUE_CHECK_SECONDS)
-            await asyncio.sleep(max(0.0, MIN_PUSH_SECONDS - (loop.time() - started)))
+                await asyncio.sleep(TROUBLE_RETRY_SECONDS)
+                continue
+            gap = max(MIN_PUSH_SECONDS, PUSH_COST_RATIO * cost)
+            await asyncio.sleep(max(0.0, gap - (loop.time() - started)))
     return response

@@ -1,9 +1,10 @@
 """What the dashboard shows, computed from what the daemons answered (pure: no I/O).
 
-`build_view` turns wconfd's configuration and lock table and luxid's queue info, job rows
-and filter rows into one plain-JSON document the page renders as it is.  Long lists are
-cut (`MAX_QUEUED` queued jobs shown, the rest counted), but nothing is silently dropped:
-every queued job's pending_reason is counted in `pending_reasons`.
+`build_view` turns wconfd's configuration and lock table and luxid's queue info, queue
+overview (which jobs to show: luxid chooses them, `query_queue_overview`), job rows and
+filter rows into one plain-JSON document the page renders as it is.  Long lists are cut
+(`MAX_QUEUED` queued jobs shown, the rest counted), but nothing is silently dropped: every
+queued job's pending_reason is counted in `pending_reasons`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 # The fields asked of the jobs the page lists (see detail_ids), in this order.
 JOB_FIELDS = ("id", "status", "summary", "priority", "pending_reason", "opstatus",
               "received_ts", "start_ts", "end_ts")  # fmt: skip
-# The fields asked of every job: enough to count and choose what to show.
-INDEX_FIELDS = ("id", "status", "pending_reason")
 FILTER_FIELDS = ("uuid", "priority", "action", "predicates", "reason_trail")
 ACTIVE = ("waiting", "running", "canceling")
 FINAL = ("success", "error", "canceled")
@@ -108,37 +107,31 @@ def _locks(all_locks: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[s
     return sorted(locks, key=lambda lk: lk["name"]), sorted(waiters, key=lambda w: w["since"])
 
 
-def queue_mark(queue_info: dict[str, Any]) -> list[Any]:
-    """What of query_queue_info tells that the queue changed: counts, drain flag, filters."""
-    return [queue_info.get("counts"), queue_info.get("drained"), queue_info.get("filters")]
+def detail_ids(overview: dict[str, Any]) -> list[int]:
+    """The jobs whose details the page shows: those the overview chose."""
+    return sorted({*overview["queued"], *overview["active"], *overview["recent"]})
 
 
-def detail_ids(index_rows: list[list[Any] | None]) -> list[int]:
-    """The jobs whose details the page shows: every active one, the first MAX_QUEUED
-    queued and the last MAX_RECENT finished (`index_rows` has INDEX_FIELDS)."""
-    index = [dict(zip(INDEX_FIELDS, row, strict=True)) for row in index_rows if row is not None]
-    index.sort(key=lambda j: j["id"])
-    queued = [j["id"] for j in index if j["status"] == "queued"][:MAX_QUEUED]
-    active = [j["id"] for j in index if j["status"] in ACTIVE]
-    recent = [j["id"] for j in index if j["status"] in FINAL][-MAX_RECENT:]
-    return sorted({*queued, *active, *recent})
+def _has(jobs: dict[int, dict[str, Any]], job_id: int, statuses: tuple[str, ...]) -> bool:
+    job = jobs.get(job_id)
+    return job is not None and job["status"] in statuses
 
 
 def build_view(
     config: dict[str, Any],
     queue_info: dict[str, Any],
-    index_rows: list[list[Any] | None],
+    overview: dict[str, Any],
     detail_rows: list[list[Any] | None],
     filter_rows: list[list[Any]],
     all_locks: dict[str, Any],
 ) -> dict[str, Any]:
-    """The dashboard document (see the module docstring): `index_rows` (INDEX_FIELDS) of
-    every job, `detail_rows` (JOB_FIELDS) of those `detail_ids` chose."""
-    index = [dict(zip(INDEX_FIELDS, row, strict=True)) for row in index_rows if row is not None]
-    queued_reasons = [j["pending_reason"] for j in index if j["status"] == "queued"]
+    """The dashboard document (see the module docstring): `overview` as luxid's
+    query_queue_overview answers it, `detail_rows` (JOB_FIELDS) of its `detail_ids`."""
     jobs = [dict(zip(JOB_FIELDS, row, strict=True)) for row in detail_rows if row is not None]
     jobs.sort(key=lambda j: j["id"])
-    queued = [j for j in jobs if j["status"] == "queued"]
+    by_id = {j["id"]: j for j in jobs}  # a job that moved on since the overview is left out
+    queued = [by_id[i] for i in overview.get("queued", []) if _has(by_id, i, ("queued",))]
+    recent = [by_id[i] for i in overview.get("recent", []) if _has(by_id, i, FINAL)]
     locks, waiters = _locks(all_locks)
     held_by_job: dict[int, list[list[str]]] = {}
     for lock in locks:
@@ -155,7 +148,6 @@ def build_view(
     cluster = config.get("cluster", {})
     return {
         "serial": config.get("serial_no", 0),
-        "queue_mark": queue_mark(queue_info),
         "cluster": {
             "name": cluster.get("name", "lockwarden"),
             "max_running_jobs": queue_info.get("max_running_jobs"),
@@ -170,11 +162,13 @@ def build_view(
         "counts": queue_info.get("counts", {}),
         "nodes": nodes,
         "instances": _instances(config, node_names),
-        "queued": queued[:MAX_QUEUED],
-        "queued_total": len(queued_reasons),
-        "pending_reasons": Counter(r or "about to start" for r in queued_reasons).most_common(),
+        "queued": queued,
+        "queued_total": overview.get("queued_total", 0),
+        "pending_reasons": [
+            [reason or "about to start", n] for reason, n in overview.get("pending_reasons", [])
+        ],
         "active": active,
-        "recent": [j for j in jobs if j["status"] in FINAL][-MAX_RECENT:][::-1],
+        "recent": recent,
         "drains": _drains(config),
         "filters": [dict(zip(FILTER_FIELDS, row, strict=True)) for row in filter_rows],
         "locks": locks,

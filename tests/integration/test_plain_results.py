@@ -115,6 +115,7 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
             break
         await asyncio.sleep(0.01)
     assert pending[0].request == [["node/a", "shared"]]
+    locks_serial = await call(wc, "wait_locks_change", since_serial=-1, timeout=0)
     clients = await call(wc, "list_clients")
     mine = next(c for c in clients if c.client_id == wc.client_id)
     assert mine.locks and mine.reservations
@@ -122,6 +123,7 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     await call(wc, "intersect_locks", locks=["node/a", "node/b"])
     await call(wc, "downgrade_locks_level", level="node")  # node/a shared: the waiter's turn
     assert (await waiting).granted
+    assert await call(wc, "wait_locks_change", since_serial=locks_serial, timeout=5) != locks_serial
     await call(wc, "free_locks_level", level="node")
     await call(wc, "release_reservation", namespace="ip", value="10.0.0.1")
     await call(wc, "release_reservations")
@@ -145,6 +147,9 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     assert rows[1] is None
     await call(lc, "set_drain_flag", flag=False)
     await call(lc, "query_queue_info")
+    queue_serial = await call(lc, "wait_queue_change", since_serial=-1, timeout=0)
+    overview = await call(lc, "query_queue_overview", queued=10, recent=10)
+    assert job in overview.recent and overview.pending_reasons == []
     rule = await call(
         lc, "replace_filter", uuid=None, priority=0, predicates=[], action="PAUSE",
         reason=[["test", "plain results", 1]],
@@ -155,6 +160,7 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     assert (await call(lc, "cancel_job", job_id=paused))[0] is True
     await call(lc, "delete_filter", uuid=rule)
     assert await call(lc, "archive_job", job_id=job) is True
+    assert await call(lc, "wait_queue_change", since_serial=queue_serial, timeout=5) != queue_serial
     await call(lc, "auto_archive_jobs", age=0)
 
 

@@ -194,12 +194,14 @@ def order_problem(mine: Mapping[str, str], top: LockKey, lock: Lock, mode: str) 
 class Allocation:
     """Held locks of every owner with conflict indexes; Ganeti's LockAllocation."""
 
-    __slots__ = ("_keys", "index", "owned")
+    __slots__ = ("_keys", "held_counts", "index", "owned")
 
     def __init__(self) -> None:
         self.owned: dict[str, dict[str, str]] = {}
         """owner -> {lock name: mode}; owners holding nothing are absent."""
         self.index = HolderIndex()
+        self.held_counts: list[dict[str, int]] = [{SHARED: 0, EXCLUSIVE: 0} for _ in LEVELS]
+        """level -> {mode: number of held entries}: the metrics' locks_held, kept here."""
         self._keys: dict[str, list[LockKey]] = {}
         """owner -> the order keys of its held locks, sorted: the greatest is its top,
         kept in O(log n) per change so the order check never rescans the holdings."""
@@ -316,6 +318,9 @@ class Allocation:
         for lock, mode in pairs:
             name = lock.name
             cur = mine.get(name) if mine is not None else None
+            counts = self.held_counts[lock.level]
+            if cur is not None and cur != mode:
+                counts[cur] -= 1
             if mode == RELEASE:
                 if cur is None:
                     continue
@@ -333,8 +338,10 @@ class Allocation:
                     insort(self._keys[owner], lock.key)
                 mine[name] = mode
                 index.add(owner, lock, mode)
+                counts[mode] += 1
             elif cur != mode:
                 assert mine is not None
+                counts[mode] += 1
                 mine[name] = mode
                 index.remove(owner, lock, cur)
                 index.add(owner, lock, mode)

@@ -118,6 +118,11 @@ class LockManager:
             ],
         }
 
+    @property
+    def pending_count(self) -> int:
+        """How many requests wait: queued ones and opportunistic waits."""
+        return len(self._pending) + len(self._opp)
+
     def owners(self) -> list[str]:
         """Every owner the core knows: holding a lock or having a pending request."""
         return sorted({*self._alloc.owned, *self._pending, *self._opp})

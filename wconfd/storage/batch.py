@@ -18,7 +18,8 @@ log = logging.getLogger("wconfd.storage")
 
 @dataclass
 class StoreStats:
-    """Counters for benchmarks and the daemon's status line."""
+    """Counters for benchmarks and the daemon's status line; `on_write`, if set, is told
+    the seconds each batch's write + fsync took (wconfd's journal flush metric)."""
 
     appends: int = 0
     writes: int = 0
@@ -30,6 +31,14 @@ class StoreStats:
     snapshots: int = 0
     last_snapshot_seconds: float = 0.0
     last_snapshot_bytes: int = 0
+    on_write: Callable[[float], object] | None = None
+
+    def wrote(self, elapsed: float) -> None:
+        """Count one batch written (or failed) in `elapsed` seconds."""
+        self.writes += 1
+        self.write_seconds += elapsed
+        if self.on_write is not None:
+            self.on_write(elapsed)
 
 
 class Pending:

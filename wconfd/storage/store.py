@@ -302,8 +302,7 @@ class LocalStore(Generic[S, R]):
     ) -> StorageError | None:
         """Account for a written batch: resolve waiters (running `on_durable` in order), or
         fail them all with StorageError (also returned)."""
-        self.stats.writes += 1
-        self.stats.write_seconds += result.elapsed
+        self.stats.wrote(result.elapsed)
         self.stats.max_batch = max(self.stats.max_batch, len(batch))
         self._ewma = 0.8 * self._ewma + 0.2 * result.elapsed
         self._dsync = result.dsync

@@ -1,12 +1,25 @@
-"""rapi.dashboard.view: the dashboard document built from what the daemons answer."""
+"""rapi.dashboard.view: the dashboard document built from what the daemons answer, and
+luxid.overview: the choice of jobs it shows, made by luxid (query_queue_overview)."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from luxid.jobs import (
+    Job,
+    fail_job,
+    finish_opcode,
+    mark_canceled,
+    mark_opcode_waiting,
+    new_job,
+    set_pending_reason,
+    start_job,
+)
+from luxid.overview import queue_overview
 from rapi.dashboard.view import (
-    INDEX_FIELDS,
     JOB_FIELDS,
     MAX_QUEUED,
     MAX_RECENT,
@@ -28,12 +41,26 @@ def row(job_id: int, status: str, reason: str | None = None, fields=JOB_FIELDS) 
     return [job[f] for f in fields]
 
 
+def overview_of(jobs):
+    """What query_queue_overview answers for (id, status, reason) jobs in id order."""
+    queued = [(i, r) for i, s, r in jobs if s == "queued"]
+    return {
+        "queued": [i for i, _ in queued][:MAX_QUEUED],
+        "queued_total": len(queued),
+        "active": [i for i, s, _ in jobs if s in ("waiting", "running", "canceling")],
+        "recent": [i for i, s, _ in jobs if s in ("success", "error", "canceled")][::-1][
+            :MAX_RECENT
+        ],
+        "pending_reasons": [list(p) for p in Counter(r for _, r in queued).most_common()],
+    }
+
+
 def view_of(config, info, jobs, filters, locks):
-    """build_view as live.snapshot calls it: an index of all jobs, details of the chosen."""
-    index = [row(i, s, r, INDEX_FIELDS) for i, s, r in jobs]
-    chosen = set(detail_ids(index))
+    """build_view as live.snapshot calls it: luxid's overview, details of the chosen."""
+    overview = overview_of(jobs)
+    chosen = set(detail_ids(overview))
     details = [row(i, s, r) for i, s, r in jobs if i in chosen]
-    return build_view(config, info, index, details, filters, locks)
+    return build_view(config, info, overview, details, filters, locks)
 
 
 CONFIG = {
@@ -87,7 +114,7 @@ def test_the_view_joins_jobs_locks_nodes_and_drains():
          "deadline": None, "message": "m"}
     ]  # fmt: skip
     assert [j["id"] for j in view["recent"]] == [7]
-    assert build_view({}, {}, [], [], [], {})["drains"] == []
+    assert build_view({}, {}, {}, [], [], {})["drains"] == []
 
 
 def test_owner_label_names_jobs_and_other_clients():
@@ -113,3 +140,48 @@ def test_every_queued_job_is_shown_or_counted_with_its_reason(jobs):
     }
     finished = [i + 1 for i, (s, _) in enumerate(jobs) if s in ("success", "error", "canceled")]
     assert [j["id"] for j in view["recent"]] == finished[-MAX_RECENT:][::-1]
+
+
+def job_in(job_id: int, status: str, reason: str | None) -> Job:
+    """A job in `status` made by luxid's own transitions."""
+    job = set_pending_reason(new_job(job_id, [{"OP_ID": "OP_TEST_DELAY"}], 1.0), reason)
+    if status == "queued":
+        return job
+    if status == "canceled":
+        return mark_canceled(job, 2.0)
+    job = start_job(job, 2.0, 99, 1.0)
+    if status == "waiting":
+        return mark_opcode_waiting(job, 0, 3.0)
+    if status == "success":
+        return finish_opcode(job, 0, 3.0, True)
+    if status == "error":
+        return fail_job(job, 3.0, "boom")
+    return job  # started, between opcodes: running
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([s for s in STATUSES if s != "canceling"]),
+                  st.sampled_from(REASONS)),
+        max_size=400,
+    ),
+    st.integers(0, 250),
+    st.integers(0, 20),
+)  # fmt: skip
+def test_luxid_chooses_what_the_overview_shows(jobs, queued_n, recent_n):
+    live = {i + 1: job_in(i + 1, s, r) for i, (s, r) in enumerate(jobs)}
+    # luxid's set of unfinished ids may still hold jobs that finished since.
+    unfinished = {i for i, job in live.items() if job.end_ts is None or i % 3 == 0}
+    got = queue_overview(live, unfinished, queued_n, recent_n)
+    queued = [(i + 1, r) for i, (s, r) in enumerate(jobs) if s == "queued"]
+    assert got.queued == [i for i, _ in queued][:queued_n]
+    assert got.queued_total == len(queued)
+    assert got.active == [i + 1 for i, (s, _) in enumerate(jobs) if s in ("waiting", "running")]
+    finished = [i + 1 for i, (s, _) in enumerate(jobs) if s in ("success", "error", "canceled")]
+    assert got.recent == finished[::-1][:recent_n]
+    assert sorted(map(tuple, got.pending_reasons), key=repr) == sorted(
+        Counter(r for _, r in queued).items(), key=repr
+    )
+    counts = [n for _, n in got.pending_reasons]
+    assert counts == sorted(counts, reverse=True)
