@@ -4,8 +4,11 @@ Scheduling is event-driven: a submit, a job's end or process exit, a filter or c
 change, a priority change or a cancel requests a pass; requests made in one turn of the
 loop are served by one pass.  A pass after submits only (nothing else changed) examines
 only the new jobs: earlier queued jobs were held for reasons new jobs cannot remove, so
-their decisions stand.  The decision itself is pure (`luxid.jobs.select_jobs`), with the
-verdicts of luxid.active_filters; this module applies it to the live jobs.
+their decisions stand.  A pass after running jobs ended (nothing else changed) fills the
+freed slots: it examines queued jobs in (priority, id) order only until no slot is left
+(`luxid.jobs.fill_free_slots`), a handful of jobs instead of the whole queue at every job
+end.  The decisions themselves are pure (`luxid.jobs.select_jobs`, `fill_free_slots`),
+with the verdicts of luxid.active_filters; this module applies them to the live jobs.
 """
 
 from __future__ import annotations
@@ -18,16 +21,24 @@ from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
 from luxid.jobs import (
     Job,
+    Selection,
     active_op_index,
     fail_job,
+    fill_free_slots,
     is_finalized,
     mark_canceled,
     pause_job,
+    queue_order,
     select_jobs,
     set_pending_reason,
     unpause_job,
 )
+from luxid.jobs.deps import StatusOf
+from luxid.jobs.scheduler import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
+
+Select = Callable[[list[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
+"""`select_jobs` or `fill_free_slots`."""
 
 # Bounds of the gap between two full scheduling passes (see Scheduler.request_pass): the
 # gap is the last pass's duration, so passes take at most half of the event loop's time.
@@ -65,6 +76,7 @@ class Scheduler:
         # job slips past a filter luxid does not know yet.
         self.max_running_jobs: int | None = None
         self._full = False
+        self._fill = False
         self._new: set[int] = set()
         self._handle: asyncio.Handle | None = None
         self._last_full_pass = 0.0
@@ -90,6 +102,12 @@ class Scheduler:
             else:
                 self._handle = loop.call_soon(self._run_pass)
 
+    def slot_freed(self, dependents: Iterable[int] = ()) -> None:
+        """A job that held a slot ended, nothing else changed: fill the free slots (and
+        examine the jobs that waited for that job), in this turn of the loop."""
+        self._fill = True
+        self.request_pass(new=dependents)
+
     def cancel(self) -> None:
         """No more passes (luxid stops)."""
         if self._handle is not None:
@@ -110,10 +128,13 @@ class Scheduler:
         max_running = self.max_running_jobs
         if max_running is None:
             return
-        full, new = self._full, self._new
-        self._full, self._new = False, set()
+        full, fill, new = self._full, self._fill, self._new
+        self._full, self._fill, self._new = False, False, set()
         if not full:
-            self._select(False, new, max_running)
+            if fill:
+                self._fill_slots(max_running)
+            if new:
+                self._select(False, new, max_running)
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -121,8 +142,8 @@ class Scheduler:
         self._last_full_pass = loop.time()
         self._gap = min(MAX_PASS_GAP, max(MIN_PASS_GAP, self._last_full_pass - started))
 
-    def _select(self, full: bool, new: set[int], max_running: int) -> None:
-        """One pass: the pure selection over the queued and running jobs, then apply it."""
+    def _running(self) -> list[Job]:
+        """The jobs holding a slot (finalized ones let go of theirs)."""
         jobs = self.live.jobs
         running: list[Job] = []
         for job_id in list(self.slots):
@@ -131,7 +152,11 @@ class Scheduler:
                 self.slots.discard(job_id)
             else:
                 running.append(job)
-        candidates = self.unfinished if full else new & self.unfinished
+        return running
+
+    def _queued(self, candidates: Iterable[int]) -> list[Job]:
+        """The live, unfinished jobs among `candidates` that hold no slot, by id."""
+        jobs = self.live.jobs
         queued = []
         for job_id in sorted(candidates):
             job = jobs.get(job_id)
@@ -139,41 +164,46 @@ class Scheduler:
                 self.unfinished.discard(job_id)
             elif job_id not in self.slots:
                 queued.append(job)
+        return queued
+
+    def _fill_slots(self, max_running: int) -> None:
+        """The pass after job ends: start the next eligible jobs into the free slots."""
+        running = self._running()
+        if len(running) >= max_running:
+            return
+        queued = sorted(self._queued(self.unfinished), key=queue_order)
+        self._decide(fill_free_slots, queued, running, max_running)
+
+    def _select(self, full: bool, new: set[int], max_running: int) -> None:
+        """One pass: the pure selection over the queued and running jobs, then apply it."""
+        running = self._running()
+        queued = self._queued(self.unfinished if full else new & self.unfinished)
         if not queued and not (full and running):
             return
-        selection = select_jobs(
-            queued,
-            running,
-            max_running,
-            self.filters.verdict,
-            self.filters.buckets,
-            self.live.status_of,
-        )
-        self._apply(selection.start, selection.cancel, selection.fail, selection.pause,
-                    selection.unpause, selection.pending)  # fmt: skip
+        self._decide(select_jobs, queued, running, max_running)
 
-    def _apply(
-        self,
-        start: list[int],
-        cancel: list[tuple[int, str]],
-        fail: list[tuple[int, str]],
-        pause: list[int],
-        unpause: list[int],
-        pending: dict[int, str | None],
+    def _decide(
+        self, select: Select, queued: list[Job], running: list[Job], max_running: int
     ) -> None:
+        """Run the pure selection `select` with the current filters, then apply it."""
+        verdict, buckets = self.filters.verdict, self.filters.buckets
+        self._apply(select(queued, running, max_running, verdict, buckets, self.live.status_of))
+
+    def _apply(self, selection: Selection) -> None:
         """Carry out one pass's selection."""
+        start, pause, pending = selection.start, selection.pause, selection.pending
         jobs = self.live.jobs
         now = time.time()
         changed: list[Job] = []
-        for job_id, message in cancel:
+        for job_id, message in selection.cancel:
             changed.append(mark_canceled(jobs[job_id], now, message))
-        for job_id, message in fail:
+        for job_id, message in selection.fail:
             changed.append(fail_job(jobs[job_id], now, message))
         for job_id in pause:
             verdict = self.filters.verdict(jobs[job_id])
             reason = paused_reason(verdict.rule_uuid) if verdict is not None else None
             changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
-        for job_id in unpause:
+        for job_id in selection.unpause:
             if active_op_index(jobs[job_id]) is not None:  # not told to stop yet
                 changed.append(set_pending_reason(unpause_job(jobs[job_id]), None))
         reasons = [

@@ -57,6 +57,8 @@ from luxid.jobs.model import (
 from luxid.jobs.scheduler import (
     REASON_MAX_RUNNING,
     Selection,
+    fill_free_slots,
+    queue_order,
     select_jobs,
 )
 from luxid.jobs.transitions import (
@@ -112,6 +114,7 @@ __all__ = [
     "change_priority",
     "check_dependencies",
     "fail_job",
+    "fill_free_slots",
     "finish_opcode",
     "is_finalized",
     "job_fields",
@@ -127,6 +130,7 @@ __all__ = [
     "op_summary",
     "pause_job",
     "process_exited",
+    "queue_order",
     "reason_buckets",
     "register_summary_field",
     "requeue_opcode",

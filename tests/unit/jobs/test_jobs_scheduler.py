@@ -14,9 +14,11 @@ from luxid.filters.verdict import Verdict
 from luxid.jobs import (
     REASON_MAX_RUNNING,
     Job,
+    fill_free_slots,
     mark_opcode_running,
     new_job,
     pause_job,
+    queue_order,
     reason_buckets,
     select_jobs,
     start_job,
@@ -384,6 +386,49 @@ def test_selection_properties(specs: list[Any], max_running: int) -> None:
         if sel.pending[h] == REASON_MAX_RUNNING:
             assert len(running_jobs) + len(started) >= max_running
             assert all(prio[h] > prio[s] for s in started)
+
+
+@settings(max_examples=300, deadline=None)
+@given(job_specs, st.integers(min_value=0, max_value=12))
+def test_fill_starts_what_a_full_pass_starts(specs: list[Any], max_running: int) -> None:
+    """After a job end, filling the free slots starts the very jobs a full pass would, in
+    the same order, and decides each examined job as the full pass does; it stops at the
+    first job after the last free slot."""
+    verdicts: dict[int, Verdict | None] = {}
+    buckets: dict[int, frozenset[str]] = {}
+    queued: list[Job] = []
+    running_jobs: list[Job] = []
+    dep_status: dict[int, str] = {}
+    for i, (prio, rule, bks, is_running, dep) in enumerate(specs, start=1000):
+        if dep is not None:
+            dep_status[i - 999] = dep
+        j = job(i, prio, depends=[[i - 999, []]]) if dep is not None else job(i, prio)
+        verdicts[i], buckets[i] = RULES[rule], frozenset(bks)
+        if is_running:
+            running_jobs.append(mark_opcode_running(start_job(j, 1.0, i, 1.0), 0, 2.0))
+        else:
+            queued.append(j)
+    args = (running_jobs, max_running, lambda j: verdicts[j.id], lambda j: buckets[j.id],
+            dep_status.get)  # fmt: skip
+    full = select_jobs(queued, *args)
+    in_order = sorted(queued, key=queue_order)
+    fill = fill_free_slots(in_order, *args)
+
+    assert fill.start == full.start
+    for jid, reason in fill.pending.items():
+        assert full.pending[jid] == reason
+    assert set(fill.cancel) <= set(full.cancel) and set(fill.fail) <= set(full.fail)
+    assert fill.pause == full.pause and fill.unpause == full.unpause
+    examined = set(fill.pending) | {c[0] for c in fill.cancel} | {f[0] for f in fill.fail}
+    free = max_running - len(running_jobs)
+    if free <= 0:
+        assert not examined
+    else:
+        # a prefix of the queue order, ending once every slot is taken
+        prefix = [j.id for j in in_order[: len(examined)]]
+        assert set(prefix) == examined
+        if len(examined) < len(in_order):
+            assert len(fill.start) == free
 
 
 # ----------------------------------------------------------------------- speed
