@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import msgspec
-import psutil
 
 from client.api.luxi import Directive
+from client.daemon.procwatch import start_time_of
 from jobproc.runner import run_job
 
 _directive = msgspec.json.Decoder(Directive)
@@ -56,7 +56,7 @@ def preload() -> None:
         [Hello(), Check(0), Waiting(0), Running(0), Log(0, 0, "", ""), Priority(0, 0),
          Finish(0, "success")]
     )  # fmt: skip
-    psutil.Process().create_time()  # psutil caches the boot time identify needs
+    start_time_of(os.getpid())  # reads the boot time identify needs, once for all jobs
     gc.collect()
     gc.freeze()
 
