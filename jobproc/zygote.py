@@ -42,9 +42,6 @@ def preload() -> None:
     (`gc.freeze`): a child's collections would otherwise touch every one of them and
     copy most of the zygote's memory page by page.
     """
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: F401 - jobproc.runner.new_event_loop's
-
     from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
     from jobproc.opcodes import get_opcode_class, known_op_ids
 
