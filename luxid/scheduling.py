@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 
 from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
@@ -37,7 +38,7 @@ from luxid.jobs.deps import StatusOf
 from luxid.jobs.scheduler import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
 
-Select = Callable[[list[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
+Select = Callable[[Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
 """`select_jobs` or `fill_free_slots`."""
 
 # Bounds of the gap between two full scheduling passes (see Scheduler.request_pass): the
@@ -78,6 +79,9 @@ class Scheduler:
         self._full = False
         self._fill = False
         self._new: set[int] = set()
+        # The queued jobs' ids in (priority, id) order for fill passes, kept between them;
+        # None once anything but a job end asked for a pass (see _in_queue_order).
+        self._order: deque[int] | None = None
         self._handle: asyncio.Handle | None = None
         self._last_full_pass = 0.0
         self._gap = MIN_PASS_GAP
@@ -92,8 +96,12 @@ class Scheduler:
         """
         if new is None:
             self._full = True
+            self._order = None
         else:
+            before = len(self._new)
             self._new.update(new)
+            if len(self._new) != before:
+                self._order = None
         if self._handle is None:
             loop = asyncio.get_running_loop()
             wait = self._last_full_pass + self._gap - loop.time() if new is None else 0
@@ -169,10 +177,29 @@ class Scheduler:
     def _fill_slots(self, max_running: int) -> None:
         """The pass after job ends: start the next eligible jobs into the free slots."""
         running = self._running()
-        if len(running) >= max_running:
-            return
-        queued = sorted(self._queued(self.unfinished), key=queue_order)
-        self._decide(fill_free_slots, queued, running, max_running)
+        if len(running) < max_running:
+            self._decide(fill_free_slots, self._in_queue_order(), running, max_running)
+
+    def _in_queue_order(self) -> Iterator[Job]:
+        """The queued jobs in (priority, id) order, lazily, for a fill pass.
+
+        The order is sorted once and kept while only job ends happen (they change no
+        priority and add no job); every other request for a pass drops it.  Finished
+        jobs at its head are dropped for good, running ones (at most max_running) are
+        skipped, so a fill pass costs what it examines, not the length of the queue.
+        """
+        if self._order is None:
+            ordered = sorted(self._queued(self.unfinished), key=queue_order)
+            self._order = deque(job.id for job in ordered)
+        order, jobs = self._order, self.live.jobs
+        while order and order[0] not in self.unfinished:
+            order.popleft()
+        for job_id in order:
+            if job_id in self.slots or job_id not in self.unfinished:
+                continue
+            job = jobs.get(job_id)
+            if job is not None and not is_finalized(job):
+                yield job
 
     def _select(self, full: bool, new: set[int], max_running: int) -> None:
         """One pass: the pure selection over the queued and running jobs, then apply it."""
@@ -183,7 +210,7 @@ class Scheduler:
         self._decide(select_jobs, queued, running, max_running)
 
     def _decide(
-        self, select: Select, queued: list[Job], running: list[Job], max_running: int
+        self, select: Select, queued: Iterable[Job], running: list[Job], max_running: int
     ) -> None:
         """Run the pure selection `select` with the current filters, then apply it."""
         verdict, buckets = self.filters.verdict, self.filters.buckets
