@@ -200,7 +200,7 @@ def run(script: str, out: Path) -> Json:
         result = parse(done.stdout)
         if done.returncode != 0 or result is None:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            result = {"error": f"exit {done.returncode}: " + " | ".join(tail)}
+            result = {"error": f"exit {done.returncode}: " + " / ".join(tail)}
     except subprocess.TimeoutExpired:
         result = {"error": f"timed out after {limit:.0f} s"}
     result["bench_seconds"] = round(time.monotonic() - started, 1)
@@ -231,7 +231,7 @@ def render(rows: list[list[str]]) -> str:
     """A Markdown table."""
     header = ["figure", "measured", "target", "met?"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
