@@ -18,8 +18,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q
 
+# Every SPEC §11 figure: each script's JSON, then the table figure | measured | target | met?
+# (JSON kept in .lw/bench; `$(BIN)/python bench/report.py --help` for --only/--all).
 bench: $(STAMP)
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	$(BIN)/python bench/report.py --out .lw/bench
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -4,7 +4,7 @@
   filter chain and the rate limits, then applying it) over 10,000 queued jobs with 1,000
   filter rules, measured in-process on the daemon's own code with a real job store.
   `cold` is the first pass after a rule changed (chain rebuilt, verdict memos empty),
-  `warm` a pass with the same rules (e.g. after a job ended).  Target ≤ 200 ms.
+  `warm` a pass with the same rules (e.g. after a job ended).  Target ≤ 100 ms.
 - unpause: through real wconfd and luxid daemons, a job held by a PAUSE rule; the time
   from calling `replace_filter` (turning the rule into CONTINUE) to luxid starting the
   job (its start_ts), and to its opcode running (opexec).  Target p50 ≤ 100 ms.
@@ -33,7 +33,7 @@ from client import LuxiClient
 from luxid.filters import FilterRule
 from luxid.jobs import new_job
 from luxid.queue import Queue
-from luxid.store import JobStore
+from luxid.store import SqliteJobStore
 
 OP_IDS = ["OP_TEST_DELAY", "OP_NODE_ADD", "OP_INSTANCE_CREATE", "OP_INSTANCE_MIGRATE",
           "OP_INSTANCE_REPLACE_DISKS", "OP_NODE_EVACUATE", "OP_CLUSTER_VERIFY"]  # fmt: skip
@@ -45,7 +45,7 @@ class NeverStarts:
     async def prepare(self) -> None:
         """Nothing to prepare."""
 
-    async def spawn(self, job_id: int) -> int:
+    async def spawn(self, job_id: int, first: Any) -> int:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -97,10 +97,11 @@ def rules(rnd: random.Random, watermark: int, count: int = 1000) -> list[FilterR
 
 async def pass_figures(state: Path, jobs: int = 10_000, rounds: int = 5) -> dict[str, Any]:
     rnd = random.Random(42)
-    store = JobStore.open(state / "jobs.sqlite")
-    store.submit_many([lambda job_id: new_job(job_id, job_ops(rnd), time.time())
-                       for _ in range(jobs)])  # fmt: skip
+    store = SqliteJobStore.open(state / "jobs.sqlite")
+    with store.transaction() as tx:
+        tx.insert(new_job(job_id, job_ops(rnd), time.time()) for job_id in range(1, jobs + 1))
     queue = Queue(store, lambda procs: NeverStarts(), 5.0)
+    scheduler = queue.scheduler
     rule_set = rules(rnd, watermark=0)
     cold, warm, build = [], [], []
     for i in range(rounds):
@@ -109,17 +110,18 @@ async def pass_figures(state: Path, jobs: int = 10_000, rounds: int = 5) -> dict
         t = time.perf_counter()
         queue.filters.replace_all(changed)
         build.append(time.perf_counter() - t)
-        queue.max_running_jobs = 20
+        scheduler.max_running_jobs = 20
         for sample in (cold, warm):
-            queue._pass_full = True
+            scheduler.request_pass()  # a full pass, as a rule change asks for one ...
+            scheduler.cancel()  # ... run here and timed instead of from the loop
             t = time.perf_counter()
-            queue._run_pass()
+            scheduler._run_pass()
             sample.append(time.perf_counter() - t)
     reasons: dict[str, int] = {}
-    for job in queue.table.jobs.values():
+    for job in queue.live.jobs.values():
         key = (job.pending_reason or "starting").split(" ")[0]
         reasons[key] = reasons.get(key, 0) + 1
-    await queue.close()
+    await queue.close(5.0)
     return {
         "queued_jobs": jobs,
         "filters": len(rule_set),
@@ -127,7 +129,7 @@ async def pass_figures(state: Path, jobs: int = 10_000, rounds: int = 5) -> dict
         "cold_pass_ms": round(statistics.median(cold) * 1000, 1),
         "warm_pass_ms": round(statistics.median(warm) * 1000, 1),
         "pending_reasons": reasons,
-        "target_ms": 200,
+        "target_ms": 100,
     }
 
 

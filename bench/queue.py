@@ -132,13 +132,13 @@ def main() -> None:
         root.mkdir()
         out["fsync_commit_ms"] = fsync_ms(Path(tmp))
         with stack(root) as (run, _):
-            out["submit"] = {**submit_rates(run), "target_per_s": 1000}
-            out["submit_to_running"] = {**latency(run), "target_p50_ms": 30}
+            out["submit"] = {**submit_rates(run), "target_per_s": 2000}
+            out["submit_to_running"] = {**latency(run), "target_p50_ms": 10}
             set_max_running(run, 20)
             out["end_to_end_zygote_per_s"] = end_to_end(run, args.jobs)
         with stack(root, "--job-spawn", "exec") as (run, _):
             out["end_to_end_exec_per_s"] = end_to_end(run, args.exec_jobs)
-        out["end_to_end_target_per_s"] = 100
+        out["end_to_end_target_per_s"] = 300
         rss_root = Path(tmp) / "rss"
         rss_root.mkdir()
         out["rss"] = rss_archived(rss_root, args.archived)

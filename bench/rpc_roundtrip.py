@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.append(sys.path.pop(0))
 
 from _util import daemon, wait_for_socket
-from locks import single_client
+from locks import cycles_per_s
 
 from client import WConfdClient
 
@@ -71,6 +71,13 @@ def rate(path: Path, seconds: float) -> float:
                 return count / (now - start)
 
 
+def lock_rate(path: Path, seconds: float) -> float:
+    """Durable acquire+release cycles per second of one sync client (bench/locks.py's)."""
+    with WConfdClient(path, name="bench") as client:
+        client.ping()
+        return cycles_per_s(client, seconds)
+
+
 def stub_rate(path: Path, seconds: float) -> float:
     """Round trips per second through the generated WConfdClient stub."""
     with WConfdClient(path, name="bench") as client:
@@ -105,7 +112,7 @@ def main() -> None:
         cycles: dict[str, list[float]] = {loop: [] for loop in LOOPS}
         for _ in range(LOCK_ROUNDS):
             for loop, path in wconfd.items():
-                cycles[loop].append(single_client(path))
+                cycles[loop].append(lock_rate(path, ROUND_SECONDS))
         stub = {loop: stub_rate(path, ROUND_SECONDS) for loop, path in wconfd.items()}
     ping = {name: statistics.median(rates) for name, rates in pings.items()}
     lock = {loop: statistics.median(rates) for loop, rates in cycles.items()}

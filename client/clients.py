@@ -39,15 +39,13 @@ class _Identifies:
         self.client_id: str | None = None
 
     def _identify_params(self) -> dict[str, Any] | None:
-        import psutil  # only identifying clients need it; keeps `import client` light
+        # Only identifying clients need it; keeps `import client` light.  The start time
+        # as psutil computes it, from one /proc read (a job process identifies at once).
+        from client.daemon.procwatch import start_time_of
 
         pid = os.getpid()
-        return {
-            "job_id": self.job_id,
-            "pid": pid,
-            "start_time": psutil.Process(pid).create_time(),
-            "name": self.name,
-        }
+        return {"job_id": self.job_id, "pid": pid, "start_time": start_time_of(pid),
+                "name": self.name}  # fmt: skip
 
     def _on_identified(self, result: Any) -> None:
         assert isinstance(result, Identity)

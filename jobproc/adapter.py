@@ -2,28 +2,29 @@
 the wconfd stub, log and job submission through luxid, an interruptible sleep.
 
 Opcodes are synchronous (jobproc.opcodes.context.OpContext) and run on the job
-process's one thread while its event loop is idle; the stubs are asyncio clients of
-that loop, so each call runs the loop until its answer (`Run`, the loop's
-run_until_complete), which also lets the signal handlers run.  One connection per daemon
-serves the whole job.  Results of wconfd are msgspec Structs or JSON; opcodes get plain
-dicts.
+process's one thread; their calls are blocking calls of the job's sync stubs (signal
+handlers run during them: jobproc.signals).  Only an interruptible sleep runs the job's
+event loop (`Run`, the loop's run_until_complete), so that a cancel ends it at once.
+One connection per daemon serves the whole job.  Results of wconfd are msgspec Structs
+or JSON; opcodes get plain dicts.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
-from client import AsyncLuxiClient, AsyncWConfdClient
+from client import LuxiClient, WConfdClient
 from client.api.luxi import Log
+from client.api.wconfd import Kind
 from jobproc.opcodes.context import ConfigObject
 from jobproc.opcodes.errors import Canceled, OpExecError
 from jobproc.signals import JobSignals
 
-Report = Callable[[Any], Awaitable[Any]]
+Report = Callable[[Any], Any]
 Run = Callable[[Awaitable[Any]], Any]
 """Runs an awaitable on the job's event loop to its end: the loop's run_until_complete."""
 
@@ -37,8 +38,8 @@ class JobContext:
         job_id: int,
         index: int,
         priority: int,
-        wconfd: AsyncWConfdClient,
-        luxi: AsyncLuxiClient,
+        wconfd: WConfdClient,
+        luxi: LuxiClient,
         report: Report,
         signals: JobSignals,
         interruptible: bool,
@@ -54,10 +55,6 @@ class JobContext:
         self._interruptible = interruptible
         self._log_seq = 0
         self.reserved = False  # whether the opcode reserved anything in wconfd
-
-    def _call(self, call: Awaitable[Any]) -> Any:
-        """Run a stub call on the event loop and wait for its answer (or its error)."""
-        return self._run(call)
 
     # -- OpContext: identity --------------------------------------------------------------
 
@@ -76,33 +73,33 @@ class JobContext:
     # -- ConfigReader / ConfigWriter ------------------------------------------------------
 
     def get_object(self, kind: str, key: str) -> ConfigObject:
-        return _plain(self._call(self._wconfd.get_object(kind=kind, key=key)))
+        return _plain(self._wconfd.get_object(kind=_kind(kind), key=key))
 
     def list_objects(self, kind: str) -> list[ConfigObject]:
-        return [_plain(o) for o in self._call(self._wconfd.list_objects(kind=kind))]
+        return [_plain(o) for o in self._wconfd.list_objects(kind=_kind(kind))]
 
     def add_object(self, kind: str, obj: Mapping[str, Any]) -> ConfigObject:
-        return _plain(self._call(self._wconfd.add_object(kind=kind, object=dict(obj))))
+        return _plain(self._wconfd.add_object(kind=_kind(kind), object=dict(obj)))
 
     def update_object(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        return _plain(self._call(self._wconfd.update_object(kind=kind, object=dict(obj))))
+        return _plain(self._wconfd.update_object(kind=_kind(kind), object=dict(obj)))
 
     def remove_object(self, kind: str, key: str) -> None:
-        self._call(self._wconfd.remove_object(kind=kind, key=key))
+        self._wconfd.remove_object(kind=_kind(kind), key=key)
 
     def generate_mac(self) -> str:
         self.reserved = True
-        return str(self._call(self._wconfd.generate_mac()))
+        return str(self._wconfd.generate_mac())
 
     def reserve(self, namespace: str, value: str) -> None:
         self.reserved = True
-        self._call(self._wconfd.reserve(namespace=namespace, value=value))
+        self._wconfd.reserve(namespace=namespace, value=value)
 
     # -- OpContext: the job -----------------------------------------------------------------
 
     def log(self, message: str, type: str = "message") -> None:
         seq, self._log_seq = self._log_seq, self._log_seq + 1
-        self._call(self._report(Log(index=self._index, seq=seq, type=type, message=message)))
+        self._report(Log(index=self._index, seq=seq, type=type, message=message))
 
     def sleep(self, seconds: float) -> None:
         """Wait; an interruptible opcode stops at once when the job is canceled."""
@@ -114,11 +111,17 @@ class JobContext:
             raise Canceled()
 
     def submit_jobs(self, jobs: list[list[dict[str, Any]]]) -> list[int]:
-        answers = self._call(self._luxi.submit_many_jobs(jobs=jobs))
+        answers = self._luxi.submit_many_jobs(jobs=jobs)
         refused = [f"job {i}: {msg}" for i, (ok, msg) in enumerate(answers) if not ok]
         if refused:
             raise OpExecError("luxid refused submitted jobs: " + "; ".join(refused))
         return [int(job_id) for _, job_id in answers]
+
+
+def _kind(kind: str) -> Kind:
+    """An opcode's object kind as the stub's declared type (wconfd checks it: an unknown
+    kind is InvalidParams, which fails the opcode)."""
+    return cast(Kind, kind)
 
 
 def _plain(value: Any) -> Any:

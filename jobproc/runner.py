@@ -13,9 +13,12 @@
     exit, without closing anything: the kernel closes the connections (and wconfd's
         death detection, SPEC §3.3, releases whatever a failed call left held)
 
-A job process has one thread.  The opcode's code (its lock plan, its execution) runs on
-it while the event loop is idle; every daemon call runs the loop until its answer, and
-the signal handlers run then.  No thread is started: a forked job's CPU goes to its work.
+A job process has one thread and no thread is started: a forked job's CPU goes to its
+work.  Daemon calls are blocking calls of sync stubs; an event loop is made only when
+the job must wait interruptibly — for locks that are not free, in an interruptible
+sleep — so a job whose locks are free pays for no loop and no asyncio streams (half of a
+short job's CPU).  Signal handlers are plain Python ones (jobproc.signals): they run
+during blocking calls and waits alike.
 
 Cancel (SIGTERM) is honoured before an opcode, during a lock wait and inside interruptible
 opcodes; a paused job stops at the next safe point.  luxid may restart at any time: every
@@ -35,7 +38,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from client import AsyncLuxiClient, AsyncWConfdClient, errors, paths
+from client import AsyncWConfdClient, LuxiClient, WConfdClient, errors, paths
 from client.api.luxi import Directive, Finish, Hello, Opcode, Running
 from jobproc.adapter import JobContext
 from jobproc.locks.acquire import LockTaker, Outcome
@@ -53,34 +56,34 @@ JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
 FinishStatus = Literal["success", "error", "canceled"]
 T = TypeVar("T")
 _handler: logging.StreamHandler[Any] | None = None  # set up once per process (or zygote)
+_who = "zygote"  # who logs: the zygote or "job-<id>" (see setup_logging)
 
 
 def setup_logging(job_id: int | None) -> None:
     """One line per event on stderr (luxid's, so the daemon's log or journal has them).
 
-    A child of the zygote keeps the zygote's handler and level and only names itself.
+    A child of the zygote keeps the zygote's handler, formatter and level and only names
+    itself (a formatter built per job would cost a fifth of a millisecond).
     """
-    global _handler
-    who = f"job-{job_id}" if job_id is not None else "zygote"
-    prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
-    formatter = logging.Formatter(f"{prefix}jobproc[%(process)d] {who} %(levelname)s: %(message)s")
+    global _handler, _who
+    _who = f"job-{job_id}" if job_id is not None else "zygote"
     if _handler is not None:
-        _handler.setFormatter(formatter)
         return
+    prefix = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
     _handler = logging.StreamHandler(sys.stderr)
-    _handler.setFormatter(formatter)
+    _handler.setFormatter(
+        logging.Formatter(f"{prefix}jobproc[%(process)d] %(who)s %(levelname)s: %(message)s")
+    )
+    _handler.addFilter(_name_the_process)
     root = logging.getLogger()
     root.handlers[:] = [_handler]
     root.setLevel(os.environ.get("LW_LOG_LEVEL", "INFO"))
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop when it is installed (less CPU per call), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+def _name_the_process(record: logging.LogRecord) -> bool:
+    """The handler's filter: every record says which process logged it."""
+    record.who = _who
+    return True
 
 
 def run_job(
@@ -93,54 +96,63 @@ def run_job(
 
     `first`: luxid's first directive if it came with the spawn request (else the job
     asks with `hello`).  `forked`: when the zygote forked this process; its caller then
-    ends the process at once (os._exit), so the loop's orderly teardown, a millisecond
-    of a short job's CPU, is skipped.
+    ends the process at once (os._exit), so the orderly teardown is skipped.
     """
     setup_logging(job_id)
-    loop = new_event_loop()
-    asyncio.set_event_loop(loop)
-    runner = JobRunner(job_id, run_dir, loop, Timeline(job_id, forked))
+    runner = JobRunner(job_id, run_dir, Timeline(job_id, forked))
     code = runner.run(first)
     if forked is None:
-        loop.run_until_complete(runner.close())
-        loop.close()
+        runner.close()
     return code
 
 
 class JobRunner:
-    """Runs job `job_id` to its end, as its luxid directs, on `loop` (not running)."""
+    """Runs job `job_id` to its end, as its luxid directs."""
 
     def __init__(
         self,
         job_id: int,
         run_dir: str | os.PathLike[str] | None,
-        loop: asyncio.AbstractEventLoop,
         timeline: Timeline,
     ) -> None:
         self.job_id = job_id
-        self.loop = loop
         # luxid: `report` decides how long to wait (HELLO_PATIENCE, JOB_PATIENCE).  wconfd
         # must exist while a job runs: its stub waits out a restart, even at the start.
-        self.luxi = AsyncLuxiClient(paths.luxid_socket(run_dir), patience=HELLO_PATIENCE)
-        self.wconfd = AsyncWConfdClient(
-            paths.wconfd_socket(run_dir), job_id=job_id, expect_daemon=True
-        )
+        self.luxi = LuxiClient(paths.luxid_socket(run_dir), patience=HELLO_PATIENCE)
+        self.wconfd_socket = paths.wconfd_socket(run_dir)
+        self.wconfd = WConfdClient(self.wconfd_socket, job_id=job_id, expect_daemon=True)
         self.signals = JobSignals()
-        self.locks = LockTaker(self.wconfd, self.signals, self.report, self.wait)
+        self.locks = LockTaker(self.wconfd, self.waiter, self.signals, self.report, self.wait)
         self.timeline = timeline
         self.acknowledged = False  # luxid has answered this process once
         self.reserved = False  # an opcode reserved something in wconfd
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: AsyncWConfdClient | None = None
 
     def wait(self, call: Awaitable[T]) -> T:
-        """Run the event loop until `call` is done; its result."""
-        return self.loop.run_until_complete(call)
+        """Run the job's event loop (made on first use) until `call` is done; its result."""
+        if self._loop is None:
+            # asyncio's own loop: it serves only waits, where uvloop saves nothing, and
+            # leaving uvloop out keeps the zygote smaller (its fork costs per MB).
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            self.signals.loop = self._loop
+        return self._loop.run_until_complete(call)
+
+    def waiter(self) -> AsyncWConfdClient:
+        """The asyncio wconfd stub for lock waits (same identity, its own connection)."""
+        if self._waiter is None:
+            self._waiter = AsyncWConfdClient(
+                self.wconfd_socket, job_id=self.job_id, expect_daemon=True
+            )
+        return self._waiter
 
     def run(self, first: Directive | None = None) -> int:
         """Run the job; the process's exit code (0 also when the job failed or stopped)."""
-        self.signals.install(self.loop)
+        self.signals.install()
         self.timeline.mark("loop")
         try:
-            answer = first if first is not None else self.wait(self.report(Hello()))
+            answer = first if first is not None else self.report(Hello())
             self.timeline.mark("hello")
             ops = answer.ops or []
             while not answer.stop and answer.index is not None:
@@ -153,7 +165,7 @@ class JobRunner:
         finally:
             self.timeline.report()
 
-    async def report(self, event: Any) -> Directive:
+    def report(self, event: Any) -> Directive:
         """Send a report to luxid until it answers (see the module docstring).
 
         While luxid cannot be reached (a restart) the report is re-sent with a back-off,
@@ -167,7 +179,7 @@ class JobRunner:
         delay = RETRY_MIN
         while True:
             try:
-                answer: Directive = await self.luxi.job_report(job_id=self.job_id, event=event)
+                answer: Directive = self.luxi.job_report(job_id=self.job_id, event=event)
                 self.acknowledged = True
                 return answer
             except errors.ConnectionError as exc:
@@ -177,7 +189,7 @@ class JobRunner:
                     ) from exc
                 if delay == RETRY_MIN:
                     log.warning("job %d: luxid unreachable (%s); retrying", self.job_id, exc)
-                await asyncio.sleep(delay)
+                time.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
     def run_opcode(self, index: int, op_input: Opcode, priority: int, last: bool) -> Directive:
@@ -187,11 +199,11 @@ class JobRunner:
         holds nothing; its reservations too if the job ends with it (`last`, or failed).
         """
         if self.signals.canceled.is_set():
-            return self.wait(self.report(Finish(index=index, status="canceled")))
+            return self.report(Finish(index=index, status="canceled"))
         try:
             op = build_opcode(op_input)
         except errors.InvalidOpcode as exc:
-            return self.wait(self.report(Finish(index=index, status="error", result=exc.message)))
+            return self.report(Finish(index=index, status="error", result=exc.message))
         ctx = JobContext(
             self.wait, self.job_id, index, priority, self.wconfd, self.luxi, self.report,
             self.signals, op.INTERRUPTIBLE,
@@ -210,9 +222,9 @@ class JobRunner:
                 return outcome
             if not isinstance(outcome, Finish):
                 outcome = Finish(index=index, status="canceled")
-            return self.wait(self.report(outcome))
+            return self.report(outcome)
         self.timeline.mark("locked")
-        answer = self.wait(self.report(Running(index=index)))
+        answer = self.report(Running(index=index))
         self.timeline.mark("running")
         if answer.stop:
             self.locks.free()
@@ -222,22 +234,26 @@ class JobRunner:
         self.timeline.mark("executed")
         self.reserved = self.reserved or ctx.reserved
         ending = self.reserved and (last or status != "success")
-        return self.wait(self.end(Finish(index=index, status=status, result=result), ending))
+        return self.end(Finish(index=index, status=status, result=result), ending)
 
-    async def end(self, finish: Finish, release_reservations: bool) -> Directive:
+    def end(self, finish: Finish, release_reservations: bool) -> Directive:
         """Release the opcode's locks (and the job's reservations), then report its end."""
-        await self.locks.release()
+        self.locks.free()
         if release_reservations:
-            await self.wconfd.release_reservations()
+            self.wconfd.release_reservations()
         self.timeline.mark("released")
-        answer = await self.report(finish)
+        answer = self.report(finish)
         self.timeline.mark("finished")
         return answer
 
-    async def close(self) -> None:
-        """Close the connections (a process that is not about to exit at once)."""
-        await self.luxi.close()
-        await self.wconfd.close()
+    def close(self) -> None:
+        """Close the connections and the loop (a process that is not about to exit)."""
+        self.luxi.close()
+        self.wconfd.close()
+        if self._loop is not None:
+            if self._waiter is not None:
+                self._loop.run_until_complete(self._waiter.close())
+            self._loop.close()
 
 
 def _execute(op: OpCode[Any], ctx: JobContext) -> tuple[FinishStatus, Any]:

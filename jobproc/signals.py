@@ -5,10 +5,14 @@
 - SIGUSR1: "look again" from luxid (a PAUSE rule now applies, or the priority changed).
   A lock wait is interrupted so the process can ask luxid what to do.
 
-luxid starts job processes with both signals blocked; `install` sets the handlers up on
-the event loop and only then unblocks them, so a signal sent at any time is seen.  The
-handlers run whenever the loop runs: while the job waits for a daemon, for locks or in an
-interruptible sleep (jobproc.runner: the opcode's own code runs between those waits).
+luxid starts job processes with both signals blocked; `install` sets the handlers up and
+only then unblocks them, so a signal sent at any time is seen.  They are plain Python
+handlers, so they need no event loop: a job whose locks are free makes only blocking
+calls and never creates one (jobproc.runner).  A handler runs between two bytecodes of
+the job's thread — also during a blocking call, which the kernel interrupts and Python
+resumes — and sets the flags at once; while an event loop runs (a wait for locks, an
+interruptible sleep) the handler also wakes it (`call_soon_threadsafe`), so the waiters
+the flags released run at once instead of when the loop's poll would have ended.
 """
 
 from __future__ import annotations
@@ -29,12 +33,22 @@ class JobSignals:
         # Wakes an interruptible wait of the event loop (cancel or nudge).
         self.interrupt = asyncio.Event()
         self.nudged = False
+        # The event loop the job waits on, once it has one (see the module docstring).
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def install(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Handle SIGTERM/SIGUSR1 on `loop`, then unblock them."""
-        loop.add_signal_handler(signal.SIGTERM, self.cancel)
-        loop.add_signal_handler(signal.SIGUSR1, self.nudge)
+    def install(self) -> None:
+        """Handle SIGTERM/SIGUSR1, then unblock them."""
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGUSR1, self._handle)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGTERM:
+            self.cancel()
+        else:
+            self.nudge()
+        if self.loop is not None and self.loop.is_running():
+            self.loop.call_soon_threadsafe(_wake)
 
     def cancel(self) -> None:
         """SIGTERM: cancel the job."""
@@ -58,3 +72,7 @@ class JobSignals:
         if not self.canceled.is_set():
             self.interrupt.clear()
         return nudged
+
+
+def _wake() -> None:
+    """Nothing: scheduled from a signal handler only to wake the event loop's poll."""

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import msgspec
-import psutil
 
 from client.api.luxi import Directive
+from client.daemon.procwatch import start_time_of
 from jobproc.runner import run_job
 
 _directive = msgspec.json.Decoder(Directive)
@@ -42,9 +42,6 @@ def preload() -> None:
     (`gc.freeze`): a child's collections would otherwise touch every one of them and
     copy most of the zygote's memory page by page.
     """
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: F401 - jobproc.runner.new_event_loop's
-
     from client.api.luxi import Check, Finish, Hello, Log, Priority, Running, Waiting
     from jobproc.opcodes import get_opcode_class, known_op_ids
 
@@ -56,7 +53,7 @@ def preload() -> None:
         [Hello(), Check(0), Waiting(0), Running(0), Log(0, 0, "", ""), Priority(0, 0),
          Finish(0, "success")]
     )  # fmt: skip
-    psutil.Process().create_time()  # psutil caches the boot time identify needs
+    start_time_of(os.getpid())  # reads the boot time identify needs, once for all jobs
     gc.collect()
     gc.freeze()
 

@@ -386,8 +386,9 @@ class Queue:
     def _finished_maybe(self, job: Job) -> bool:
         """Release the slot of a finalized job and reschedule; True if it is finalized.
 
-        A job that held a slot frees room for any queued job: a full pass.  One that held
-        none (canceled or rejected while queued) frees nothing but its dependants' wait.
+        A job that held a slot frees room for the next queued jobs: a pass that fills the
+        free slots.  One that held none (canceled or rejected while queued) frees nothing
+        but its dependants' wait.
         """
         if not is_finalized(job):
             return False
@@ -397,7 +398,7 @@ class Queue:
         self.filters.forget(job.id)
         dependents = self._dependents.pop(job.id, ())
         if held_slot:
-            self.request_pass()
+            self.scheduler.slot_freed(dependents)
         elif dependents:
             self.request_pass(new=dependents)
         return True

@@ -4,30 +4,42 @@ Scheduling is event-driven: a submit, a job's end or process exit, a filter or c
 change, a priority change or a cancel requests a pass; requests made in one turn of the
 loop are served by one pass.  A pass after submits only (nothing else changed) examines
 only the new jobs: earlier queued jobs were held for reasons new jobs cannot remove, so
-their decisions stand.  The decision itself is pure (`luxid.jobs.select_jobs`), with the
-verdicts of luxid.active_filters; this module applies it to the live jobs.
+their decisions stand.  A pass after running jobs ended (nothing else changed) fills the
+freed slots: it examines queued jobs in (priority, id) order only until no slot is left
+(`luxid.jobs.fill_free_slots`), a handful of jobs instead of the whole queue at every job
+end.  The decisions themselves are pure (`luxid.jobs.select_jobs`, `fill_free_slots`),
+with the verdicts of luxid.active_filters; this module applies them to the live jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 
 from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
 from luxid.jobs import (
     Job,
+    Selection,
     active_op_index,
     fail_job,
+    fill_free_slots,
     is_finalized,
     mark_canceled,
     pause_job,
+    queue_order,
     select_jobs,
     set_pending_reason,
     unpause_job,
 )
+from luxid.jobs.deps import StatusOf
+from luxid.jobs.scheduler import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
+
+Select = Callable[[Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
+"""`select_jobs` or `fill_free_slots`."""
 
 # Bounds of the gap between two full scheduling passes (see Scheduler.request_pass): the
 # gap is the last pass's duration, so passes take at most half of the event loop's time.
@@ -65,7 +77,11 @@ class Scheduler:
         # job slips past a filter luxid does not know yet.
         self.max_running_jobs: int | None = None
         self._full = False
+        self._fill = False
         self._new: set[int] = set()
+        # The queued jobs' ids in (priority, id) order for fill passes, kept between them;
+        # None once anything but a job end asked for a pass (see _in_queue_order).
+        self._order: deque[int] | None = None
         self._handle: asyncio.Handle | None = None
         self._last_full_pass = 0.0
         self._gap = MIN_PASS_GAP
@@ -80,8 +96,12 @@ class Scheduler:
         """
         if new is None:
             self._full = True
+            self._order = None
         else:
+            before = len(self._new)
             self._new.update(new)
+            if len(self._new) != before:
+                self._order = None
         if self._handle is None:
             loop = asyncio.get_running_loop()
             wait = self._last_full_pass + self._gap - loop.time() if new is None else 0
@@ -89,6 +109,12 @@ class Scheduler:
                 self._handle = loop.call_later(wait, self._run_pass)
             else:
                 self._handle = loop.call_soon(self._run_pass)
+
+    def slot_freed(self, dependents: Iterable[int] = ()) -> None:
+        """A job that held a slot ended, nothing else changed: fill the free slots (and
+        examine the jobs that waited for that job), in this turn of the loop."""
+        self._fill = True
+        self.request_pass(new=dependents)
 
     def cancel(self) -> None:
         """No more passes (luxid stops)."""
@@ -110,10 +136,13 @@ class Scheduler:
         max_running = self.max_running_jobs
         if max_running is None:
             return
-        full, new = self._full, self._new
-        self._full, self._new = False, set()
+        full, fill, new = self._full, self._fill, self._new
+        self._full, self._fill, self._new = False, False, set()
         if not full:
-            self._select(False, new, max_running)
+            if fill:
+                self._fill_slots(max_running)
+            if new:
+                self._select(False, new, max_running)
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -121,8 +150,8 @@ class Scheduler:
         self._last_full_pass = loop.time()
         self._gap = min(MAX_PASS_GAP, max(MIN_PASS_GAP, self._last_full_pass - started))
 
-    def _select(self, full: bool, new: set[int], max_running: int) -> None:
-        """One pass: the pure selection over the queued and running jobs, then apply it."""
+    def _running(self) -> list[Job]:
+        """The jobs holding a slot (finalized ones let go of theirs)."""
         jobs = self.live.jobs
         running: list[Job] = []
         for job_id in list(self.slots):
@@ -131,7 +160,11 @@ class Scheduler:
                 self.slots.discard(job_id)
             else:
                 running.append(job)
-        candidates = self.unfinished if full else new & self.unfinished
+        return running
+
+    def _queued(self, candidates: Iterable[int]) -> list[Job]:
+        """The live, unfinished jobs among `candidates` that hold no slot, by id."""
+        jobs = self.live.jobs
         queued = []
         for job_id in sorted(candidates):
             job = jobs.get(job_id)
@@ -139,41 +172,65 @@ class Scheduler:
                 self.unfinished.discard(job_id)
             elif job_id not in self.slots:
                 queued.append(job)
+        return queued
+
+    def _fill_slots(self, max_running: int) -> None:
+        """The pass after job ends: start the next eligible jobs into the free slots."""
+        running = self._running()
+        if len(running) < max_running:
+            self._decide(fill_free_slots, self._in_queue_order(), running, max_running)
+
+    def _in_queue_order(self) -> Iterator[Job]:
+        """The queued jobs in (priority, id) order, lazily, for a fill pass.
+
+        The order is sorted once and kept while only job ends happen (they change no
+        priority and add no job); every other request for a pass drops it.  Finished
+        jobs at its head are dropped for good, running ones (at most max_running) are
+        skipped, so a fill pass costs what it examines, not the length of the queue.
+        """
+        if self._order is None:
+            ordered = sorted(self._queued(self.unfinished), key=queue_order)
+            self._order = deque(job.id for job in ordered)
+        order, jobs = self._order, self.live.jobs
+        while order and order[0] not in self.unfinished:
+            order.popleft()
+        for job_id in order:
+            if job_id in self.slots or job_id not in self.unfinished:
+                continue
+            job = jobs.get(job_id)
+            if job is not None and not is_finalized(job):
+                yield job
+
+    def _select(self, full: bool, new: set[int], max_running: int) -> None:
+        """One pass: the pure selection over the queued and running jobs, then apply it."""
+        running = self._running()
+        queued = self._queued(self.unfinished if full else new & self.unfinished)
         if not queued and not (full and running):
             return
-        selection = select_jobs(
-            queued,
-            running,
-            max_running,
-            self.filters.verdict,
-            self.filters.buckets,
-            self.live.status_of,
-        )
-        self._apply(selection.start, selection.cancel, selection.fail, selection.pause,
-                    selection.unpause, selection.pending)  # fmt: skip
+        self._decide(select_jobs, queued, running, max_running)
 
-    def _apply(
-        self,
-        start: list[int],
-        cancel: list[tuple[int, str]],
-        fail: list[tuple[int, str]],
-        pause: list[int],
-        unpause: list[int],
-        pending: dict[int, str | None],
+    def _decide(
+        self, select: Select, queued: Iterable[Job], running: list[Job], max_running: int
     ) -> None:
+        """Run the pure selection `select` with the current filters, then apply it."""
+        verdict, buckets = self.filters.verdict, self.filters.buckets
+        self._apply(select(queued, running, max_running, verdict, buckets, self.live.status_of))
+
+    def _apply(self, selection: Selection) -> None:
         """Carry out one pass's selection."""
+        start, pause, pending = selection.start, selection.pause, selection.pending
         jobs = self.live.jobs
         now = time.time()
         changed: list[Job] = []
-        for job_id, message in cancel:
+        for job_id, message in selection.cancel:
             changed.append(mark_canceled(jobs[job_id], now, message))
-        for job_id, message in fail:
+        for job_id, message in selection.fail:
             changed.append(fail_job(jobs[job_id], now, message))
         for job_id in pause:
             verdict = self.filters.verdict(jobs[job_id])
             reason = paused_reason(verdict.rule_uuid) if verdict is not None else None
             changed.append(set_pending_reason(pause_job(jobs[job_id]), reason))
-        for job_id in unpause:
+        for job_id in selection.unpause:
             if active_op_index(jobs[job_id]) is not None:  # not told to stop yet
                 changed.append(set_pending_reason(unpause_job(jobs[job_id]), None))
         reasons = [

@@ -14,7 +14,10 @@ locks held before it, and luxid is asked what to do.
 
 The plan and its phases are computed by the opcode's own synchronous code, which may read
 the configuration through the job's stubs; so `LockTaker.acquire` runs on the job's
-thread outside the event loop and runs the loop (`run`) for each call and wait.
+thread.  Calls that answer at once (try, release, luxid's reports) are blocking calls of
+the job's sync stubs; only a wait runs an event loop (`run`), with an asyncio stub
+(`waiter`) of the same identity, so that a signal can interrupt it.  A job whose locks
+are free never creates that loop.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
-from client import AsyncWConfdClient, errors
+from client import AsyncWConfdClient, WConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
-from client.api.wconfd import WaitResult
+from client.api.wconfd import LockRequest, WaitResult
 from jobproc.adapter import Run
 from jobproc.locks.strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
@@ -39,7 +42,7 @@ from jobproc.signals import JobSignals
 
 log = logging.getLogger(__name__)
 
-Report = Callable[[Any], Awaitable[Directive]]
+Report = Callable[[Any], Directive]
 # How long to wait for wconfd's answer to a withdrawn request.
 WITHDRAW_TIMEOUT = 10.0
 
@@ -58,7 +61,8 @@ class LockTaker:
 
     def __init__(
         self,
-        wconfd: AsyncWConfdClient,
+        wconfd: WConfdClient,
+        waiter: Callable[[], AsyncWConfdClient],
         signals: JobSignals,
         report: Report,
         run: Run,
@@ -66,6 +70,7 @@ class LockTaker:
         schedule: tuple[float, ...] = DEFAULT_SCHEDULE,
     ) -> None:
         self.wconfd = wconfd
+        self.waiter = waiter  # the asyncio stub for waits, made on first use
         self.run = run  # the event loop's run_until_complete
         self.signals = signals
         self.report = report
@@ -94,16 +99,16 @@ class LockTaker:
             for number in range(len(plan)):
                 phase = plan.phase(number, config)
                 if phase.release:
-                    self.run(self.wconfd.try_update_locks(request=phase.release_request()))
+                    self.wconfd.try_update_locks(request=_wire(phase.release_request()))
                     held = [name for name in held if name not in phase.release]
                 if not phase.acquire:
                     continue
                 request = phase.acquire_request()
                 self.holding = True
-                if self.run(self.wconfd.try_update_locks(request=request)):  # blocked
+                if self.wconfd.try_update_locks(request=_wire(request)):  # blocked
                     if not reported:
                         reported = True
-                        answer = self.run(self.report(Waiting(index=index)))
+                        answer = self.report(Waiting(index=index))
                         if answer.stop:
                             return answer
                     outcome = self.run(self._wait(request, held, strategy, index))
@@ -117,12 +122,7 @@ class LockTaker:
     def free(self) -> None:
         """Release every lock of the job (and withdraw a waiting request)."""
         if self.holding:
-            self.run(self.release())
-
-    async def release(self) -> None:
-        """`free` as a step of a longer call on the event loop."""
-        if self.holding:
-            await self.wconfd.free_locks()
+            self.wconfd.free_locks()
             self.holding = False
 
     async def _wait(
@@ -137,10 +137,10 @@ class LockTaker:
             attempt = strategy.next()
             if attempt.priority != self.priority:
                 self.priority = attempt.priority
-                await self.report(Priority(index=index, priority=attempt.priority))
+                self.report(Priority(index=index, priority=attempt.priority))
             try:
                 call = functools.partial(
-                    self.wconfd.update_locks_waiting,
+                    self.waiter().update_locks_waiting,
                     request=request, priority=attempt.priority, timeout=attempt.timeout,
                 )  # fmt: skip
                 result = await self._interruptible(call, held)
@@ -151,7 +151,7 @@ class LockTaker:
                 return Outcome.GRANTED
             if self.signals.canceled.is_set():
                 return Outcome.CANCELED
-            answer = await self.report(Check(index=index))
+            answer = self.report(Check(index=index))  # blocking: the loop waits for nothing
             if answer.stop:
                 return answer
             if answer.priority != self.priority:
@@ -175,8 +175,14 @@ class LockTaker:
         if task in done:
             return task.result()
         self.signals.take_nudge()
-        await self.wconfd.intersect_locks(locks=held)  # withdraws the waiting request
+        await self.waiter().intersect_locks(locks=held)  # withdraws the waiting request
         with contextlib.suppress(errors.RpcError, TimeoutError):
             # Answered at once: withdrawn, or granted just before (then intersect dropped it).
             await asyncio.wait_for(task, WITHDRAW_TIMEOUT)
         return Outcome.INTERRUPTED
+
+
+def _wire(request: list[list[str]]) -> LockRequest:
+    """A phase's `[[lock, mode], ...]` as the stub's declared type (the same JSON; wconfd
+    checks the modes)."""
+    return cast(LockRequest, request)

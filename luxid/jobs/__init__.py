@@ -52,6 +52,8 @@ from luxid.jobs.model import (
 from luxid.jobs.scheduler import (
     REASON_MAX_RUNNING,
     Selection,
+    fill_free_slots,
+    queue_order,
     select_jobs,
 )
 from luxid.jobs.transitions import (
@@ -104,6 +106,7 @@ __all__ = [
     "change_priority",
     "check_dependencies",
     "fail_job",
+    "fill_free_slots",
     "finish_opcode",
     "is_finalized",
     "job_fields",
@@ -119,6 +122,7 @@ __all__ = [
     "op_summary",
     "pause_job",
     "process_exited",
+    "queue_order",
     "reason_buckets",
     "register_summary_field",
     "requeue_opcode",

@@ -2,8 +2,9 @@
 schedule: timeouts release everything and start again, exhausted schedules raise the
 priority (reported to luxid), signals interrupt a wait and withdraw its request.
 
-LockTaker runs on the job's thread and runs its event loop for each call; here that
-thread is a helper thread, so the test can act (free the holder, send signals) meanwhile."""
+LockTaker runs on the job's thread: blocking calls, and its event loop for each wait; here
+that thread is a helper thread, so the test can act (free the holder, send signals)
+meanwhile."""
 
 from __future__ import annotations
 
@@ -44,11 +45,12 @@ class Taking:
         self.reports: list[Any] = []
         self.priority = 0
         self.loop = asyncio.new_event_loop()
-        self.wc = AsyncWConfdClient(wconfd_socket, job_id=99)
+        self.wc = WConfdClient(wconfd_socket, job_id=99)
+        self.waiter = AsyncWConfdClient(wconfd_socket, job_id=99)
         self.signals = JobSignals()
         self.taker = LockTaker(
-            self.wc, self.signals, self.report, self.loop.run_until_complete,
-            rng=lambda: 0.5, **kw,
+            self.wc, lambda: self.waiter, self.signals, self.report,
+            self.loop.run_until_complete, rng=lambda: 0.5, **kw,
         )  # fmt: skip
         self.outcome: Future[Any] = Future()
         threading.Thread(target=self._acquire, daemon=True).start()
@@ -60,7 +62,7 @@ class Taking:
         except BaseException as exc:
             self.outcome.set_exception(exc)
 
-    async def report(self, event: Any) -> Directive:
+    def report(self, event: Any) -> Directive:
         """What luxid would answer: the opcode's priority as last reported."""
         self.reports.append(event)
         if isinstance(event, Priority):
@@ -78,12 +80,13 @@ class Taking:
         return self.outcome.result(timeout=10)
 
     def locks(self) -> Any:
-        return sorted(self.loop.run_until_complete(self.wc.list_locks()))
+        return sorted(self.wc.list_locks())
 
     def close(self) -> None:
         self.taker.free()
-        self.loop.run_until_complete(self.wc.close())
+        self.loop.run_until_complete(self.waiter.close())
         self.loop.close()
+        self.wc.close()
 
 
 def until(condition: Any) -> None:

@@ -107,3 +107,26 @@ def test_unwatch_and_sweep_return_value():
 
 def test_start_time_of_missing_process():
     assert procwatch.start_time_of(2**22 + 12345) is None
+
+
+def test_start_time_agrees_with_psutil_even_for_odd_names() -> None:
+    """The /proc reading (boot time cached) gives psutil's start time, also for a process
+    whose name holds spaces and parentheses; a zombie is not alive, a reaped one unknown."""
+    start_time_of = procwatch.start_time_of
+    assert start_time_of(os.getpid()) == psutil.Process().create_time()
+    code = "open('/proc/self/comm', 'w').write('a) b (c'); print(flush=True); input()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)  # fmt: skip
+    assert child.stdout is not None and child.stdin is not None
+    child.stdout.readline()
+    assert psutil.Process(child.pid).name() == "a) b (c"
+    start = start_time_of(child.pid)
+    assert start == psutil.Process(child.pid).create_time()
+    key = ProcessKey(child.pid, start)
+    assert is_alive(key) and not is_alive(ProcessKey(child.pid, start - 5))
+    child.stdin.close()
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    assert not is_alive(key)
+    child.wait()
+    assert start_time_of(child.pid) is None and not is_alive(key)

@@ -14,9 +14,11 @@ from luxid.filters.verdict import Verdict
 from luxid.jobs import (
     REASON_MAX_RUNNING,
     Job,
+    fill_free_slots,
     mark_opcode_running,
     new_job,
     pause_job,
+    queue_order,
     reason_buckets,
     select_jobs,
     start_job,
@@ -305,27 +307,42 @@ job_specs = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(job_specs, st.integers(min_value=0, max_value=12))
-def test_selection_properties(specs: list[Any], max_running: int) -> None:
-    verdicts: dict[int, Verdict | None] = {}
-    buckets: dict[int, frozenset[str]] = {}
-    queued: list[Job] = []
-    running_jobs: list[Job] = []
-    dep_status: dict[int, str] = {}
+@dataclass
+class Scene:
+    """The jobs and lookups a property test's specs describe."""
+
+    verdicts: dict[int, Verdict | None]
+    buckets: dict[int, frozenset[str]]
+    queued: list[Job]
+    running: list[Job]
+    dep_status: dict[int, str]
+
+
+def scene(specs: list[Any]) -> Scene:
+    s = Scene({}, {}, [], [], {})
     for i, (prio, rule, bks, is_running, dep) in enumerate(specs, start=1000):
         if dep is not None:
-            dep_status[i - 999] = dep  # ids 1..n are plain dependencies, not in the queue
+            s.dep_status[i - 999] = dep  # ids 1..n are plain dependencies, not in the queue
             j = job(i, prio, depends=[[i - 999, []]])
         else:
             j = job(i, prio)
-        verdicts[i] = RULES[rule]
-        buckets[i] = frozenset(bks)
+        s.verdicts[i] = RULES[rule]
+        s.buckets[i] = frozenset(bks)
         if is_running:
             j = mark_opcode_running(start_job(j, 1.0, i, 1.0), 0, 2.0)
-            running_jobs.append(j)
+            s.running.append(j)
         else:
-            queued.append(j)
+            s.queued.append(j)
+    return s
+
+
+@settings(max_examples=300, deadline=None)
+@given(job_specs, st.integers(min_value=0, max_value=12))
+def test_selection_properties(specs: list[Any], max_running: int) -> None:
+    sc = scene(specs)
+    verdicts, buckets, queued, running_jobs, dep_status = (
+        sc.verdicts, sc.buckets, sc.queued, sc.running, sc.dep_status
+    )
 
     def status_of(jid: int) -> str | None:
         if jid in dep_status:
@@ -384,6 +401,37 @@ def test_selection_properties(specs: list[Any], max_running: int) -> None:
         if sel.pending[h] == REASON_MAX_RUNNING:
             assert len(running_jobs) + len(started) >= max_running
             assert all(prio[h] > prio[s] for s in started)
+
+
+@settings(max_examples=300, deadline=None)
+@given(job_specs, st.integers(min_value=0, max_value=12))
+def test_fill_starts_what_a_full_pass_starts(specs: list[Any], max_running: int) -> None:
+    """After a job end, filling the free slots starts the very jobs a full pass would, in
+    the same order, and decides each examined job as the full pass does; it stops at the
+    first job after the last free slot."""
+    sc = scene(specs)
+    queued, running_jobs = sc.queued, sc.running
+    args = (running_jobs, max_running, lambda j: sc.verdicts[j.id], lambda j: sc.buckets[j.id],
+            sc.dep_status.get)  # fmt: skip
+    full = select_jobs(queued, *args)
+    in_order = sorted(queued, key=queue_order)
+    fill = fill_free_slots(in_order, *args)
+
+    assert fill.start == full.start
+    for jid, reason in fill.pending.items():
+        assert full.pending[jid] == reason
+    assert set(fill.cancel) <= set(full.cancel) and set(fill.fail) <= set(full.fail)
+    assert fill.pause == full.pause and fill.unpause == full.unpause
+    examined = set(fill.pending) | {c[0] for c in fill.cancel} | {f[0] for f in fill.fail}
+    free = max_running - len(running_jobs)
+    if free <= 0:
+        assert not examined
+    else:
+        # a prefix of the queue order, ending once every slot is taken
+        prefix = [j.id for j in in_order[: len(examined)]]
+        assert set(prefix) == examined
+        if len(examined) < len(in_order):
+            assert len(fill.start) == free
 
 
 # ----------------------------------------------------------------------- speed

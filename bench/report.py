@@ -1,0 +1,261 @@
+"""`make bench`: run the bench scripts one after another, print each one's JSON, then one
+table of SPEC §11's figures — `figure | measured | target | met?`.
+
+The scripts that measure §11 rows (PLAN; `--all`: every script in bench/, the others
+too) run in their own processes, one at a time (they measure the machine), under a time
+limit; each one's JSON goes to `--out` (`.lw/bench/<script>.json`) and to stdout.  The table then takes
+each §11 row from the JSON of the script that measures it; a row whose script is missing
+(bench/drain.py comes with the drains), failed or timed out says so instead of a figure.
+
+`--only locks,death` runs just those scripts; `--table-only` re-prints the table from the
+JSON already in `--out` without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+# Per script: the arguments `make bench` uses (sized so the whole run stays within ~10
+# minutes on a 2-core machine) and its time limit in seconds.
+PLAN: dict[str, tuple[list[str], float]] = {
+    "rpc_roundtrip": ([], 120),
+    "locks": ([], 120),
+    "death": ([], 120),
+    "config": ([], 240),
+    "queue": (["--jobs", "1000", "--exec-jobs", "200"], 300),
+    "cancel": (["--runs", "3"], 120),
+    "burst": (["--runs", "5"], 120),
+    "job_life": (["--jobs", "1000", "--bursts", "3", "--idle", "20"], 180),
+    "filters": ([], 180),
+    "drain": ([], 180),
+}
+DEFAULT_LIMIT = 180.0
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One §11 row: where its figure comes from, how it is shown, whether it is met."""
+
+    figure: str
+    script: str
+    measure: Callable[[Json], tuple[str, bool]]  # (measured, met) from the script's JSON
+    target: str
+
+
+def _uvloop_installed() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def ping_ratio(j: Json) -> tuple[str, bool]:
+    # The loop an operator gets: uvloop when it is installed (the daemons pick it then).
+    loop = "uvloop" if _uvloop_installed() and "ratio_uvloop" in j else "asyncio"
+    ratio = j[f"ratio_{loop}"]
+    return f"{ratio} ({loop})", ratio >= 0.7
+
+
+def lock_cycles(j: Json) -> tuple[str, bool]:
+    return f"{j['single_client_cycles_per_s']}/s", j["single_client_cycles_per_s"] >= 3000
+
+
+def holding_500(j: Json) -> tuple[str, bool]:
+    shown = f"{j['holding_500_ratio']} ({j['holding_500_cycles_per_s']}/s)"
+    return shown, j["holding_500_ratio"] >= 0.9
+
+
+def contended(j: Json) -> tuple[str, bool]:
+    rate, lost, fair = j["contended_cycles_per_s"], j["lost_updates"], j["max_over_median"]
+    shown = f"{rate}/s, lost {lost}, max/median wait {fair}"
+    return shown, rate >= 3000 and lost == 0 and fair <= 20
+
+
+def death(j: Json) -> tuple[str, bool]:
+    shown = f"p50 {j['p50_ms']} ms, p99 {j['p99_ms']} ms"
+    return shown, j["p50_ms"] <= 5 and j["p99_ms"] <= 20
+
+
+def get_config(j: Json) -> tuple[str, bool]:
+    p50 = j["get_config_p50_ms"]["10000"]
+    return f"p50 {p50} ms", p50 <= 30
+
+
+def update_ratio(j: Json) -> tuple[str, bool]:
+    return str(j["update_object_ratio"]), j["update_object_ratio"] <= 1.5
+
+
+def submit_rate(j: Json) -> tuple[str, bool]:
+    submit = j["submit"]
+    shown = f"{submit['sequential_per_s']}/s sync ({submit['pipelined_64_per_s']}/s, 64 in flight)"
+    return shown, submit["sequential_per_s"] >= 2000
+
+
+def cancel_rate(j: Json) -> tuple[str, bool]:
+    return f"{j['cancel_per_s']}/s", j["cancel_per_s"] >= 2000
+
+
+def submit_to_running(j: Json) -> tuple[str, bool]:
+    p50 = j["submit_to_running"]["p50_ms"]
+    return f"p50 {p50} ms", p50 <= 10
+
+
+def burst(j: Json) -> tuple[str, bool]:
+    # Judged by the opcode running (the stricter end), the process start shown beside.
+    opexec, started = j["received_to_opexec_p50_ms"], j["received_to_started_p50_ms"]
+    return f"p50 {opexec} ms (process started: {started} ms)", opexec <= 150
+
+
+def end_to_end(j: Json) -> tuple[str, bool]:
+    e2e = j["end_to_end"]
+    cpu = ", ".join(f"{k} {v}" for k, v in e2e["cpu_ms_per_job"].items())
+    return f"{e2e['jobs_per_s']}/s (CPU ms/job: {cpu})", e2e["jobs_per_s"] >= 300
+
+
+def scheduling_pass(j: Json) -> tuple[str, bool]:
+    cold, warm = j["pass"]["cold_pass_ms"], j["pass"]["warm_pass_ms"]
+    return f"{cold} ms cold, {warm} ms warm", max(cold, warm) <= 100
+
+
+def rss(j: Json) -> tuple[str, bool]:
+    mb = max(j["rss"]["rss_mb"], j["rss"]["rss_after_restart_mb"])
+    return f"{mb} MB", mb <= 200
+
+
+def drain(j: Json) -> tuple[str, bool]:
+    seen, limit = j["max_concurrent_moves"], j["max_parallel"]
+    shown = f"{j['complete_s']} s, at most {seen} at once"
+    return shown, j["complete_s"] <= 15 and seen <= limit
+
+
+def drain_deadline(j: Json) -> tuple[str, bool]:
+    late = j["deadline_delay_ms"]
+    return f"max {late['max']} ms (median {late['median']})", late["max"] <= 100
+
+
+ROWS = [
+    Row("ping round trips/s vs bare echo server", "rpc_roundtrip", ping_ratio, "ratio ≥ 0.7"),
+    Row("lock cycles/s, one client, durable", "locks", lock_cycles, "≥ 3,000/s"),
+    Row("the same holding 500 other locks", "locks", holding_500, "≥ 0.9 x the above"),
+    Row("lock cycles/s, 8 processes, 4 locks", "locks", contended,
+        "≥ 3,000/s, no lost update, max wait ≤ 20x median"),
+    Row("dead holder → waiter granted", "death", death, "p50 ≤ 5 ms, p99 ≤ 20 ms"),
+    Row("get_config, 10,000 instances, stub", "config", get_config, "p50 ≤ 30 ms"),
+    Row("update_object 10,000 vs 10 instances", "config", update_ratio, "ratio ≤ 1.5"),
+    Row("submit_job rate, one client", "queue", submit_rate, "≥ 2,000/s"),
+    Row("cancel_job of queued jobs, one client", "cancel", cancel_rate, "≥ 2,000/s"),
+    Row("submit → running, idle queue", "queue", submit_to_running, "p50 ≤ 10 ms"),
+    Row("100 jobs at once: received → started", "burst", burst, "p50 ≤ 150 ms"),
+    Row("end-to-end OP_TEST_DELAY(0), 20 running", "job_life", end_to_end, "≥ 300 jobs/s"),
+    Row("scheduling pass, 1,000 filters, 10,000 queued", "filters", scheduling_pass,
+        "≤ 100 ms"),
+    Row("luxid RSS, 100,000 archived jobs", "queue", rss, "≤ 200 MB"),
+    Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
+        "≤ 15 s, never > 20 at once"),
+    Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
+]  # fmt: skip
+
+
+def scripts(every: bool) -> list[str]:
+    """The §11 scripts present, in PLAN's order; with `every`, then all others by name."""
+    present = sorted(p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_"))
+    present.remove("report")
+    others = [s for s in present if s not in PLAN] if every else []
+    return [s for s in PLAN if s in present] + others
+
+
+def parse(stdout: str) -> Json | None:
+    """The script's JSON: its whole output, or else its last line that is one object."""
+    with contextlib.suppress(ValueError):
+        value = json.loads(stdout)
+        if isinstance(value, dict):
+            return value
+    for line in reversed(stdout.splitlines()):
+        with contextlib.suppress(ValueError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def run(script: str, out: Path) -> Json:
+    """Run one script; its JSON, or {"error": why} (stored either way)."""
+    args, limit = PLAN.get(script, ([], DEFAULT_LIMIT))
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(BENCH / f"{script}.py"), *args],
+            capture_output=True, text=True, timeout=limit, check=False,
+        )  # fmt: skip
+        result = parse(done.stdout)
+        if done.returncode != 0 or result is None:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            result = {"error": f"exit {done.returncode}: " + " / ".join(tail)}
+    except subprocess.TimeoutExpired:
+        result = {"error": f"timed out after {limit:.0f} s"}
+    result["bench_seconds"] = round(time.monotonic() - started, 1)
+    (out / f"{script}.json").write_text(json.dumps(result) + "\n")
+    return result
+
+
+def table(results: dict[str, Json]) -> list[list[str]]:
+    """The §11 rows as [figure, measured, target, met?]."""
+    rows = []
+    for row in ROWS:
+        result = results.get(row.script)
+        if result is None:
+            measured, met = f"not measured (no bench/{row.script}.py run)", "—"
+        elif "error" in result:
+            measured, met = f"{row.script}.py failed: {result['error'][:120]}", "—"
+        else:
+            try:
+                shown, ok = row.measure(result)
+                measured, met = shown, "yes" if ok else "NO"
+            except (KeyError, TypeError) as exc:
+                measured, met = f"{row.script}.py gave no {exc}", "—"
+        rows.append([row.figure, measured, row.target, met])
+    return rows
+
+
+def render(rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    header = ["figure", "measured", "target", "met?"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path(".lw/bench"), help="JSON directory")
+    parser.add_argument("--only", default="", help="comma-separated scripts to run")
+    parser.add_argument("--all", action="store_true", help="also the scripts of no §11 row")
+    parser.add_argument("--table-only", action="store_true", help="run nothing; re-print")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Json] = {}
+    if args.table_only:
+        for path in sorted(args.out.glob("*.json")):
+            results[path.stem] = json.loads(path.read_text())
+    else:
+        wanted = [s for s in args.only.split(",") if s] or scripts(args.all)
+        for script in wanted:
+            print(f"== bench/{script}.py", flush=True)
+            results[script] = run(script, args.out)
+            print(json.dumps(results[script]), flush=True)
+    print()
+    print(render(table(results)))
+
+
+if __name__ == "__main__":
+    main()
