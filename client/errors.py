@@ -172,6 +172,18 @@ class Timeout(RpcError):
     code = -32060
 
 
+class NotMaster(RpcError):
+    """This node is a standby (SPEC §13); `data.master` names the master (null while none)."""
+
+    code = -32070
+
+    @property
+    def master(self) -> str | None:
+        """The master's node name, as the standby knew it (None while there is none)."""
+        master = self.data.get("master")
+        return master if isinstance(master, str) else None
+
+
 class ConnectionError(RpcError):
     """The daemon could not be reached (not running, wrong socket path, connection lost)."""
 

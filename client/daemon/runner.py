@@ -18,6 +18,8 @@ from typing import IO
 
 from client import paths
 from client.daemon import sdnotify
+from client.daemon.etcd.leader import DEFAULT_TTL
+from client.daemon.etcd.url import EtcdStoreUrl, parse_store_url
 from client.daemon.server import RpcServer, install_eager_tasks
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -78,8 +80,48 @@ def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="asyncio's own loop, uvloop, or auto: uvloop when installed "
         "(default: $LW_EVENT_LOOP, else auto)",
     )
+    add_role_options(parser)
     add_log_level(parser)
     return parser
+
+
+def default_node_name() -> str:
+    """`--node`'s default: $LW_NODE, else the host name (SPEC §13)."""
+    return os.environ.get("LW_NODE") or socket.gethostname()
+
+
+def _store_url(text: str) -> EtcdStoreUrl:
+    try:
+        return parse_store_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_role_options(parser: argparse.ArgumentParser) -> None:
+    """--store, --node and --lease-ttl (SPEC §13): where the durable state lives and who
+    this node is. Without --store (or $LW_STORE) the state stays in local files."""
+    env_store = os.environ.get("LW_STORE") or None
+    parser.add_argument(
+        "--store",
+        type=_store_url,
+        default=env_store,  # argparse passes a string default through `type`
+        metavar="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+        help="keep the durable state in this etcd cluster and fail over between nodes "
+        "(default: $LW_STORE, else local files in --state-dir)",
+    )
+    parser.add_argument(
+        "--node",
+        default=default_node_name(),
+        help="this control-plane node's name (default: $LW_NODE, else the host name)",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=DEFAULT_TTL,
+        metavar="SECONDS",
+        help="the master's etcd lease: a dead master is replaced within about this long "
+        f"(default {DEFAULT_TTL:g})",
+    )
 
 
 def add_log_level(parser: argparse.ArgumentParser, extra: str = "") -> None:
