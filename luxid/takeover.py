@@ -36,7 +36,7 @@ def take_over_job(job: Job, gates: frozenset[int], now: float) -> Job:
     if gates or any(op.exec_ts is not None for op in job.ops):
         return fail_job(job, now, MASTER_FAILOVER)
     ops = tuple(op if op.status in FINALIZED else replace(op, status=QUEUED) for op in job.ops)
-    return replace(job, ops=ops, process_id=None, process_start=None, paused=False)
+    return replace(job, ops=ops, process_id=None, process_start=None, start_ts=None, paused=False)
 
 
 def take_over(jobs: Iterable[Job], gates: Iterable[tuple[int, int]], now: float) -> list[Job]:
