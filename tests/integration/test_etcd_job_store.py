@@ -24,6 +24,7 @@ from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.etcd.wire import cmp_create, op_put
 from luxid.jobs import Job, add_log, finish_opcode, mark_opcode_running, new_job, start_job
 from luxid.store.etcd import EtcdJobStore
+from luxid.store.group_commit import GroupCommit
 from luxid.takeover import MASTER_FAILOVER, take_over
 
 pytestmark = pytest.mark.timeout(120)
@@ -196,3 +197,36 @@ def test_a_deposed_master_writes_nothing(url: EtcdStoreUrl) -> None:
         assert store.last_job_id == 1
     finally:
         store.close()
+
+
+def test_group_commit_submits_at_least_300_jobs_per_second(url: EtcdStoreUrl) -> None:
+    """SPEC §13's target, through luxid's own writer: concurrent submits share commits."""
+    store = opened(url)
+
+    async def run(count: int, concurrency: int) -> float:
+        writer = GroupCommit(store)
+        next_id = store.last_job_id
+
+        async def one() -> None:
+            nonlocal next_id
+            next_id += 1
+            await writer.insert([new_job(next_id, OPS, 1000.0)])
+
+        start = time.perf_counter()
+        for first in range(0, count, concurrency):
+            await asyncio.gather(*(one() for _ in range(min(concurrency, count - first))))
+        elapsed = time.perf_counter() - start
+        await writer.close(5.0)
+        return count / elapsed
+
+    try:
+        rate = asyncio.run(run(2000, 64))
+        assert store.last_job_id == 2000
+        assert rate >= 300, f"{rate:.0f} submits/s on etcd (target 300)"
+    finally:
+        store.close()
+    again = opened(url)
+    try:
+        assert len(again.load_live()) == 2000
+    finally:
+        again.close()
