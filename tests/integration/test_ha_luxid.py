@@ -23,64 +23,19 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from etcd_testlib import Candidate, EtcdCluster, running_cluster
+from etcd_testlib import EtcdCluster, running_cluster
+from ha_luxid_testlib import FAILOVER_LIMIT, Node, rows
 from luxid_testlib import FINAL, delay, kill9, process_alive
 
-from client import LuxiClient, errors
+from client import errors
 
 pytestmark = pytest.mark.timeout(240)
-
-TTL = 3.0
-FAILOVER_LIMIT = 5.0
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
     with running_cluster(tmp_path_factory.mktemp("etcd")) as c:
         yield c
-
-
-class Node:
-    """One control-plane node: an election candidate, a wconfd on local files, a luxid on
-    etcd."""
-
-    def __init__(self, factory: Any, tmp: Path, cluster: EtcdCluster, prefix: str, name: str):
-        self.name = name
-        root = tmp / name
-        root.mkdir()
-        hosts = ",".join(e.removeprefix("http://") for e in cluster.endpoints)
-        self.wconfd = factory("wconfd", root=root).start()
-        self.luxid = factory(
-            "luxid", "--log-level", "DEBUG", "--store", f"etcd://{hosts}{prefix}",
-            "--node", name, "--lease-ttl", str(TTL), root=root,
-        ).start()  # fmt: skip
-        self.candidate: Candidate | None = None
-        self.endpoints, self.prefix = cluster.endpoints, prefix
-        self.lc = LuxiClient(self.luxid.socket, timeout=30)
-
-    def campaign(self) -> Candidate:
-        self.candidate = Candidate(self.endpoints, self.prefix, self.name, TTL)
-        return self.candidate
-
-    def serving(self) -> bool:
-        try:
-            self.lc.query_queue_info()
-        except errors.NotMaster:
-            return False
-        return True
-
-    def wait_serving(self, timeout: float) -> float:
-        """Seconds until this node's luxid answers as master."""
-        start = time.monotonic()
-        while not self.serving():
-            assert time.monotonic() - start < timeout, f"{self.name} does not serve:\n{self.luxid.log()}"
-            time.sleep(0.02)
-        return time.monotonic() - start
-
-    def close(self) -> None:
-        self.lc.close()
-        if self.candidate is not None:
-            self.candidate.close()
 
 
 @pytest.fixture
@@ -92,10 +47,6 @@ def nodes(daemon_factory: Any, tmp_path: Path, cluster: EtcdCluster) -> Iterator
     finally:
         for node in made:
             node.close()
-
-
-def rows(lc: LuxiClient, ids: list[int], *fields: str) -> dict[int, list[Any]]:
-    return {r[0]: r[1:] for r in lc.query_jobs(ids=ids, fields=["id", *fields]) if r is not None}
 
 
 def test_standby_names_the_master_and_only_the_master_serves(nodes: list[Node]) -> None:
