@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,17 @@ def daemon_factory(tmp_path: Path) -> Iterator[type[DaemonProcess]]:
     for d in made:
         if d.proc is not None and d.proc.poll() is None:
             d.stop()
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real three-member etcd cluster on loopback for the session (skips, saying why,
+    where no etcd binary exists); tests keep apart by key prefix (`etcd_store_url`)."""
+    sys.path.insert(0, str(Path(__file__).parent / "integration"))
+    from etcd_testlib import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("etcd")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
