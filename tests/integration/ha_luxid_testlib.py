@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import psutil
-from etcd_testlib import Candidate, EtcdCluster
+from etcd_testlib import Candidate, EtcdCluster, require_etcd
+from luxid_testlib import Stack
 
 from client import LuxiClient, errors
 
@@ -87,3 +89,51 @@ class Node:
 
 def rows(lc: LuxiClient, ids: list[int], *fields: str) -> dict[int, list[Any]]:
     return {r[0]: r[1:] for r in lc.query_jobs(ids=ids, fields=["id", *fields]) if r is not None}
+
+
+class EtcdStack(Stack):
+    """luxid_testlib's Stack with luxid on etcd as the master node `node1` (a Candidate
+    holds the leader key for it), so luxid's own tests run on both stores. A start of
+    luxid returns once it serves as master (it stands by for a moment while it loads)."""
+
+    def __init__(self, factory: Any, endpoints: list[str], *luxid_args: str) -> None:
+        prefix = f"/t/{uuid.uuid4().hex}"
+        self.candidate = Candidate(endpoints, prefix, "node1", TTL)
+        self.candidate.wait_for("elected", 15)
+        hosts = ",".join(e.removeprefix("http://") for e in endpoints)
+
+        def made(name: str, *args: str, **kwargs: Any) -> Any:
+            daemon = factory(name, *args, **kwargs)
+            if name == "luxid":
+                plain = daemon.wait_ready
+
+                def wait_ready(timeout: float = 20.0) -> None:
+                    plain(timeout)
+                    deadline = time.monotonic() + timeout
+                    with LuxiClient(daemon.socket, timeout=timeout) as lc:
+                        while True:
+                            try:
+                                lc.query_queue_info()
+                                return
+                            except errors.NotMaster:
+                                assert time.monotonic() < deadline, daemon.log()
+                                time.sleep(0.01)
+
+                daemon.wait_ready = wait_ready
+            return daemon
+
+        store = ("--store", f"etcd://{hosts}{prefix}", "--node", "node1")
+        super().__init__(made, *store, *luxid_args)
+
+    def close(self) -> None:
+        super().close()
+        self.candidate.close()
+
+
+def make_stack(request: Any, factory: Any, *luxid_args: str) -> Stack:
+    """A Stack on the store the test is parametrised with ("local" or "etcd")."""
+    if request.param == "local":
+        return Stack(factory, *luxid_args)
+    require_etcd()
+    cluster = request.getfixturevalue("etcd_cluster")
+    return EtcdStack(factory, cluster.endpoints, *luxid_args)
