@@ -10,7 +10,9 @@ luxid.takeover (what happens to a failed master's jobs):
 - the node stops being master (the key changed, vanished, or cannot be read; or a write
   was fenced or its outcome lost): switch the table to the standby one at once (every call
   NotMaster), close the queue, and stop the term's job processes (SIGTERM, SIGKILL after
-  10 s). A write whose outcome is unknown ends the term too: the next one re-loads.
+  10 s); a fenced write ends the term the same way. A write whose outcome is unknown ends
+  the term but keeps its job processes: the next term re-loads from etcd and, on the same
+  node, reattaches to them.
 
 Transitions run one at a time in one task that compares what is wanted with what is.
 """
@@ -26,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from client.api.luxi import LuxiApi
 from client.daemon.common import CommonMethods
 from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.errors import Fenced
 from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.server import RpcServer
 from client.errors import StorageError
@@ -74,7 +77,9 @@ class HaLuxid:
         server.methods = self.standby
         self.term: LuxidTerm | None = None
         self.token = 0  # the term served now (0: none)
-        self._lost = 0  # a term whose write was fenced or lost: not to be served again as is
+        # A write of the term served now was fenced (True: its job processes must stop)
+        # or its outcome lost (False: reload, keeping them); None while all is well.
+        self._ended: bool | None = None
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
@@ -99,7 +104,7 @@ class HaLuxid:
     def wanted(self) -> int:
         """The term this node should serve now (0: none)."""
         f = self.follower
-        if f.master == self.node and f.term and f.term != self._lost:
+        if f.master == self.node and f.term:
             return f.term
         return 0
 
@@ -110,13 +115,16 @@ class HaLuxid:
         self._wake.set()
 
     def _store_lost(self, error: StorageError) -> None:
-        """From the store's writer thread: this term may write no more."""
-        self._loop.call_soon_threadsafe(self._lose, self.token, error.message)
+        """From the store's writer thread: this term may write no more (fenced), or its
+        memory may be behind etcd (a write's outcome unknown): end it, and load again if
+        the node is still master."""
+        fenced = isinstance(error, Fenced)
+        self._loop.call_soon_threadsafe(self._lose, self.token, fenced, error.message)
 
-    def _lose(self, token: int, why: str) -> None:
+    def _lose(self, token: int, fenced: bool, why: str) -> None:
         if token and token == self.token:
             log.warning("term %d ends: %s", token, why)
-            self._lost = token
+            self._ended = fenced or bool(self._ended)
             self.server.methods = self.standby
             self._wake.set()
 
@@ -124,8 +132,11 @@ class HaLuxid:
         while True:
             self._wake.clear()
             wanted = self.wanted
-            if self.token and wanted != self.token:
+            if self.token and self._ended is not None:
+                await self._end_term(stop_jobs=self._ended)
+            elif self.token and wanted != self.token:
                 await self._end_term(stop_jobs=True)
+            self._ended = None
             if wanted and not self.token:
                 try:
                     await self._begin_term(wanted)
