@@ -38,14 +38,13 @@ from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.store.etcd_keys import (
     Gate,
     JobKeys,
-    age_ts,
     archive_change,
-    attach_logs,
     decode_job,
     decode_log,
     job_change,
     started_ops,
 )
+from luxid.store.jobdata import age_ts, attach_logs
 
 T = TypeVar("T")
 PAGE = 1000  # keys per range read at load (10,000 jobs exceed one answer comfortably)
@@ -203,7 +202,7 @@ class EtcdJobStore:
         async for kv in self._scan(keys.live_prefix, revision):
             job_id = keys.id_of(kv.key, keys.live_prefix)
             stored = [decode_log(x.key, x.value) for x in logs.get(job_id, ())]
-            job = attach_logs(decode_job(kv.key, kv.value), stored)
+            job = attach_logs(decode_job(kv.key, kv.value), ((s.op_index, s.entry) for s in stored))
             self._jobs[job_id] = job
             self._logged[job_id] = job.log_serial
         async for kv in self._scan(keys.gate_prefix, revision):

@@ -20,7 +20,8 @@ from msgspec.structs import replace
 from client.daemon.etcd.batching import Change
 from client.daemon.etcd.wire import cmp_create, op_delete, op_put
 from client.errors import StorageError
-from luxid.jobs.model import FINALIZED, Job, LogEntry, job_status
+from luxid.jobs.model import Job, LogEntry
+from luxid.store.jobdata import strip
 
 _encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
@@ -92,12 +93,6 @@ class JobKeys:
         return int(job), int(index)
 
 
-def strip(job: Job) -> Job:
-    """The job as kept in `live/<id>`: no log entries (one key each), no pending reason."""
-    ops = tuple(replace(op, log=()) if op.log else op for op in job.ops)
-    return replace(job, ops=ops, pending_reason=None)
-
-
 def encode_job(job: Job) -> bytes:
     return _encoder.encode(job)
 
@@ -114,30 +109,6 @@ def decode_log(key: bytes, data: bytes) -> StoredLog:
         return _log_decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise StorageError(f"etcd key {key!r} holds a corrupt log entry: {exc}") from exc
-
-
-def attach_logs(job: Job, logs: Iterable[StoredLog]) -> Job:
-    """The job with its log entries (given in serial order)."""
-    per_op: dict[int, list[LogEntry]] = {}
-    for stored in logs:
-        per_op.setdefault(stored.op_index, []).append(stored.entry)
-    if not per_op:
-        return job
-    ops = list(job.ops)
-    for index, entries in per_op.items():
-        if 0 <= index < len(ops):
-            ops[index] = replace(ops[index], log=tuple(entries))
-    return replace(job, ops=tuple(ops))
-
-
-def age_ts(job: Job) -> float | None:
-    """What auto-archive compares with: end (else start, else received) of a finalized job."""
-    if job_status(job) not in FINALIZED:
-        return None
-    for ts in (job.end_ts, job.start_ts, job.received_ts):
-        if ts is not None:
-            return ts
-    return None
 
 
 def started_ops(job: Job) -> list[int]:
