@@ -136,7 +136,7 @@ def test_error_classes_follow_the_table():
         }
         assert issubclass(cls, errors.RpcError)
     assert issubclass(errors.ConnectionError, errors.RpcError)
-    assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 22
+    assert len({cls.code for cls in errors.WIRE_ERRORS}) == len(errors.WIRE_ERRORS) == 23
 
 
 def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
