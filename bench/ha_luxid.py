@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 sys.path.append(sys.path.pop(0))  # as in queue.py: this folder's queue.py must not shadow queue
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 
@@ -106,11 +108,15 @@ class Node:
         return LuxiClient(self.root / "run" / "luxid.sock", timeout=30)
 
     def die(self) -> None:
-        """kill -9 of the node's election and luxid (its host died)."""
+        """kill -9 of the node's election, luxid and job processes (its host died)."""
         assert self.candidate is not None and self.luxid is not None
+        jobs = psutil.Process(self.luxid.pid).children(recursive=True)
         self.candidate.signal(signal.SIGKILL)
         self.luxid.kill()
         self.luxid.wait()
+        for proc in jobs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
         self.candidate.close()
 
     def close(self) -> None:
