@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from client import paths
-from client.api.luxi import LuxiApi
 from client.daemon import sdnotify
-from client.daemon.dispatch import build_methods
+from client.daemon.roles import SingleNode
 from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
 from client.daemon.server import RpcServer
 from client.errors import StorageError
-from client.metrics import instrument
 from client.paths import LUXID_SOCKET
+from luxid.ha import HaLuxid
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
-from luxid.queue import Queue
-from luxid.service import LuxidService
 from luxid.shutdown import finish_tasks
-from luxid.store import open_store
-from luxid.wconfd_link import WconfdLink
+from luxid.store import JobStore, open_store
+from luxid.term import LuxidTerm
 
 # The stop budget: each step of luxid's way out waits at most this long (SPEC §10).
 STOP_STEP_TIMEOUT = 2.0
@@ -55,26 +54,34 @@ def main(argv: list[str] | None = None) -> int:
                 return ExecSpawner(env)
             return ZygoteSpawner(env, procs.watch_child)
 
-        try:
-            store = open_store(state_dir)
-        except StorageError as exc:
-            raise StartupError(exc.message) from exc
-        queue = Queue(store, spawner, args.sweep_interval)
-        config = WconfdLink(paths.wconfd_socket(run_dir), queue.config_changed)
-        service = LuxidService(queue, config)
+        async def make_term(store: JobStore) -> LuxidTerm:
+            return await LuxidTerm.start(
+                store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir)
+            )
+
         server = RpcServer(
-            socket_path,
-            instrument(build_methods(LuxiApi, service), service.metrics),
-            max_message_bytes=args.max_message_bytes,
-            group=args.group,
+            socket_path, {}, max_message_bytes=args.max_message_bytes, group=args.group
         )
-        await queue.open()
-        config.start()
+        if args.store is not None:  # SPEC §13: serve while this node is master
+            ha = HaLuxid(
+                args.store, args.node, args.lease_ttl, server, make_term,
+                stop_timeout=STOP_STEP_TIMEOUT,
+            )  # fmt: skip
+            ha.start()
+            stop: Callable[[], Awaitable[None]] = ha.close
+        else:
+            try:
+                store = open_store(state_dir)
+            except StorageError as exc:
+                raise StartupError(exc.message) from exc
+            term = await make_term(store)
+            term.service.role = SingleNode(args.node)
+            server.methods = term.methods()
+            stop = partial(term.close, STOP_STEP_TIMEOUT)
         try:
             await serve_until_stopped(server, "luxid")
         finally:
-            await config.close(STOP_STEP_TIMEOUT)
-            await queue.close(STOP_STEP_TIMEOUT)
+            await stop()
             if not await finish_tasks(STOP_STEP_TIMEOUT):
                 os._exit(1)  # asyncio.run would wait for them for good (logged above)
 

@@ -202,6 +202,17 @@ class ZygoteSpawner:
         self._writer = None
 
 
+def signal_process(key: ProcessKey, sig: signal.Signals) -> bool:
+    """Send `sig` if the process still is the one recorded; False if it is gone."""
+    if not is_alive(key):
+        return False
+    try:
+        os.kill(key.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 class JobProcesses:
     """Watches job processes and calls `on_exit(job_id, key)` when one is gone."""
 
@@ -252,13 +263,7 @@ class JobProcesses:
 
     def signal(self, key: ProcessKey, sig: signal.Signals) -> bool:
         """Send `sig` if the process still is the one recorded; False if it is gone."""
-        if not is_alive(key):
-            return False
-        try:
-            os.kill(key.pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
+        return signal_process(key, sig)
 
     def _died(self, key: ProcessKey) -> None:
         with contextlib.suppress(ChildProcessError, OSError):

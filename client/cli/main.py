@@ -250,6 +250,14 @@ def _stack_commands(b: _Builder, top: Any) -> None:
     )
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     up.add_argument(
+        "--ha",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="start a local three-member etcd and N control-plane nodes node1..N on it "
+        "(SPEC §13; no RAPI)",
+    )
+    up.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],

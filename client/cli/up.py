@@ -1,10 +1,11 @@
-"""`lw up [--demo]`: the development stack (SPEC §9) in the foreground.
+"""`lw up [--demo] [--ha N]`: the development stack (SPEC §9) in the foreground.
 
 Starts lw-wconfd, lw-luxid and lw-rapi as children on the run and state directories, one
 after the other, each once the previous one answers; prints where they listen; then
 watches them.  Ctrl-C or SIGTERM stops them in reverse order; if one of them dies, the
 others are stopped and `lw up` exits 1.  With `--demo` an empty cluster gets three nodes
-(OP_NODE_ADD jobs through luxid) and the RAPI allows anonymous reads.
+(OP_NODE_ADD jobs through luxid) and the RAPI allows anonymous reads.  With `--ha N` it
+starts a local three-member etcd and N control-plane nodes instead (client.cli.up_ha).
 """
 
 from __future__ import annotations
@@ -188,27 +189,38 @@ def _demo(ctx: Context) -> None:
 
 
 def up(ctx: Context, args: argparse.Namespace) -> int:
-    """lw up [--demo]"""
+    """lw up [--demo] [--ha N]"""
+    if args.ha:
+        args.no_rapi = True  # one RAPI per node is not part of trying failover
     if not args.no_rapi and not 0 < args.rapi_port < 65536:
         raise UsageError(f"--rapi-port must be 1..65535, got {args.rapi_port}")
     ctx.run_dir = ctx.run_dir.absolute()
     ctx.state_dir = ctx.state_dir.absolute()
-    stack = _children(ctx, args)
+    if args.ha:
+        from client.cli.up_ha import ha_stack
+
+        groups = ha_stack(ctx, args)
+    else:
+        groups = [[member] for member in _children(ctx, args)]
+    stack = [member for group in groups for member in group]
     code = EXIT_OK
     with _stop_signals():
         try:
-            for child, answers in stack:
-                if answers():
-                    raise Failed(
-                        f"a {child.name} already answers on {child.where}; stop it first, or "
-                        "use another --run-dir (and --rapi-port)"
-                    )
-                child.start()
-                _wait_until(child, answers)
-                ctx.out(f"lw up: {child.name:<6} ready on {child.where} (pid {child.pid})")
-            if args.demo:
+            for group in groups:
+                for child, answers in group:
+                    if answers():
+                        raise Failed(
+                            f"a {child.name} already answers on {child.where}; stop it first, "
+                            "or use another --run-dir (and --rapi-port)"
+                        )
+                    child.start()
+                for child, answers in group:
+                    _wait_until(child, answers)
+                    ctx.out(f"lw up: {child.name:<6} ready on {child.where} (pid {child.pid})")
+            if args.demo and not args.ha:
                 _demo(ctx)
-            ctx.out(f"lw up: state in {ctx.state_dir}; try `lw --run-dir {ctx.run_dir} info`")
+            there = f"{ctx.run_dir}/node1" if args.ha else ctx.run_dir
+            ctx.out(f"lw up: state in {ctx.state_dir}; try `lw --run-dir {there} info`")
             ctx.out("lw up: running; Ctrl-C stops everything")
             _watch([child for child, _ in stack])
         except _Stop as stop:

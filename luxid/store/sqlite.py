@@ -30,7 +30,8 @@ import msgspec
 from msgspec.structs import replace
 
 from client import errors
-from luxid.jobs.model import FINALIZED, Job, LogEntry, job_status
+from luxid.jobs.model import Job, LogEntry, job_status
+from luxid.store.jobdata import age_ts, attach_logs, strip
 
 DB_FILENAME: Final = "jobs.sqlite"
 SCHEMA_VERSION: Final = 1
@@ -71,22 +72,6 @@ def default_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / DB_FILENAME
 
 
-def _age_ts(job: Job) -> float | None:
-    """The timestamp auto-archive compares with: end (else start, else received) if final."""
-    if job_status(job) not in FINALIZED:
-        return None
-    for ts in (job.end_ts, job.start_ts, job.received_ts):
-        if ts is not None:
-            return ts
-    return None
-
-
-def _strip(job: Job) -> Job:
-    """The job as stored in `data`: no log entries (they live in `logs`), no pending reason."""
-    ops = tuple(replace(op, log=()) if op.log else op for op in job.ops)
-    return replace(job, ops=ops, pending_reason=None)
-
-
 def _decode(job_id: int, data: bytes, archived: int) -> Job:
     try:
         job = _job_decoder.decode(data)
@@ -99,16 +84,7 @@ def _decode(job_id: int, data: bytes, archived: int) -> Job:
 
 def _attach_logs(job: Job, rows: Iterable[tuple[int, bytes]]) -> Job:
     """The job with its log entries (rows of (op_index, entry) in serial order)."""
-    per_op: dict[int, list[LogEntry]] = {}
-    for op_index, entry in rows:
-        per_op.setdefault(op_index, []).append(_log_decoder.decode(entry))
-    if not per_op:
-        return job
-    ops = list(job.ops)
-    for index, entries in per_op.items():
-        if 0 <= index < len(ops):
-            ops[index] = replace(ops[index], log=tuple(entries))
-    return replace(job, ops=tuple(ops))
+    return attach_logs(job, ((index, _log_decoder.decode(entry)) for index, entry in rows))
 
 
 class SqliteTransaction:
@@ -213,8 +189,8 @@ class SqliteTransaction:
         return (
             job_status(job),
             int(job.archived),
-            _age_ts(job),
-            _job_encoder.encode(_strip(job)),
+            age_ts(job),
+            _job_encoder.encode(strip(job)),
             job.id,
         )
 

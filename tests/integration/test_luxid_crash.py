@@ -19,14 +19,15 @@ import pytest
 from client import LuxiClient, errors
 
 sys.path.insert(0, str(Path(__file__).parent))
+from ha_luxid_testlib import make_stack
 from luxid_testlib import Stack, delay, kill9, process_alive
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def stack(daemon_factory):
-    s = Stack(daemon_factory)
+@pytest.fixture(params=["local", "etcd"])
+def stack(request, daemon_factory):
+    s = make_stack(request, daemon_factory)
     yield s
     s.close()
 

