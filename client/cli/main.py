@@ -19,7 +19,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.cli.admin_parsers import cluster_commands, lock_commands, user_commands
-from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT, PRIORITY_MAX, PRIORITY_MIN
+from client.cli.argtypes import (
+    duration,
+    non_negative_int,
+    positive_int,
+    priority,
+    seconds,
+    size_mib,
+    yes_no,
+)
+from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
 
 _EPILOG = """\
 exit codes: 0 done, 1 the operation or job failed (or was rejected), 2 usage error,
@@ -68,16 +77,6 @@ def _table_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _priority(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        raise argparse.ArgumentTypeError(f"{value} is outside {PRIORITY_HINT}")
-    return value
-
-
 def _job_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("job")
     group.add_argument(
@@ -93,72 +92,10 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--priority",
-        type=_priority,
+        type=priority,
         metavar="P",
         help=f"job priority, {PRIORITY_HINT}; default {DEFAULT_PRIORITY}",
     )
-
-
-def _yes_no(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("yes", "y", "true", "1"):
-        return True
-    if lowered in ("no", "n", "false", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected yes or no, got {text!r}")
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _duration(text: str) -> float:
-    """Seconds from `90s`, `15m`, `2h`, `1h30m` (client.durations)."""
-    from client.durations import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-_SIZE_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def _size_mib(text: str) -> int:
-    """A size in MiB: `512`, `512M`, `2G`, `1.5T` (binary units)."""
-    import re
-
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([mgt]?)(?:i?b)?", text.strip().lower())
-    if m is None:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512, 512M, 10G)")
-    mib = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
-    if mib < 1:
-        raise argparse.ArgumentTypeError(f"size must be at least 1 MiB, got {text!r}")
-    return mib
 
 
 class _Builder:
@@ -246,12 +183,12 @@ def _stack_commands(b: _Builder, top: Any) -> None:
     )
     up.add_argument("--rapi-bind", default="127.0.0.1", metavar="ADDR", help="RAPI address")
     up.add_argument(
-        "--rapi-port", type=_non_negative_int, default=5080, metavar="PORT", help="RAPI port"
+        "--rapi-port", type=non_negative_int, default=5080, metavar="PORT", help="RAPI port"
     )
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     up.add_argument(
         "--ha",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="start a local three-member etcd and N control-plane nodes node1..N on it "
@@ -281,10 +218,10 @@ def _node_commands(b: _Builder, sub: Any) -> None:
         sub, "modify", "cluster:node_modify", "change a node (an OP_NODE_SET_PARAMS job)", b.job
     )
     mod.add_argument("name")
-    mod.add_argument("-O", "--offline", type=_yes_no, metavar="yes|no", help="mark offline")
-    mod.add_argument("-D", "--drained", type=_yes_no, metavar="yes|no", help="mark drained")
+    mod.add_argument("-O", "--offline", type=yes_no, metavar="yes|no", help="mark offline")
+    mod.add_argument("-D", "--drained", type=yes_no, metavar="yes|no", help="mark drained")
     mod.add_argument(
-        "-C", "--master-candidate", type=_yes_no, metavar="yes|no", help="master candidate"
+        "-C", "--master-candidate", type=yes_no, metavar="yes|no", help="master candidate"
     )
     _capacity_options(mod, "", "")
     _drain_commands(b, sub)
@@ -293,11 +230,11 @@ def _node_commands(b: _Builder, sub: Any) -> None:
 def _capacity_options(parser: Any, memory_default: str, cpus_default: str) -> None:
     """--memory and --cpus: a node's capacity for instances (SPEC §7.1)."""
     parser.add_argument(
-        "--memory", type=_size_mib, metavar="SIZE",
+        "--memory", type=size_mib, metavar="SIZE",
         help=f"memory for instances (MiB, or 64G) {memory_default}".rstrip(),
     )  # fmt: skip
     parser.add_argument(
-        "--cpus", type=_positive_int, metavar="N",
+        "--cpus", type=positive_int, metavar="N",
         help=f"physical CPUs {cpus_default}".rstrip(),
     )  # fmt: skip
 
@@ -315,15 +252,15 @@ def _drain_commands(b: _Builder, sub: Any) -> None:
     drain.add_argument("name", metavar="NODE")
     when = drain.add_mutually_exclusive_group()
     when.add_argument(
-        "--deadline", type=_duration, metavar="DURATION", help="e.g. 90s, 15m, 1h30m (default 1h)"
+        "--deadline", type=duration, metavar="DURATION", help="e.g. 90s, 15m, 1h30m (default 1h)"
     )
     when.add_argument("--no-deadline", action="store_true", help="migrate for as long as it takes")
     when.add_argument("--force", action="store_true", help="deadline now: fail over at once")
     drain.add_argument(
-        "--max-parallel", type=_positive_int, metavar="N", help="moves at once (default 1)"
+        "--max-parallel", type=positive_int, metavar="N", help="moves at once (default 1)"
     )
     drain.add_argument(
-        "--priority", type=_priority, metavar="P", help="the moves' job priority (default 0)"
+        "--priority", type=priority, metavar="P", help="the moves' job priority (default 0)"
     )
     drain.add_argument("--message", metavar="TEXT", help="why (shown with the drain)")
     drain.add_argument("--detach", action="store_true", help="start it and return")
@@ -342,13 +279,13 @@ def _instance_commands(b: _Builder, sub: Any) -> None:
     )
     add.add_argument("name")
     add.add_argument(
-        "--memory", type=_size_mib, default=512, metavar="SIZE", help="memory (MiB, or 2G)"
+        "--memory", type=size_mib, default=512, metavar="SIZE", help="memory (MiB, or 2G)"
     )
-    add.add_argument("--vcpus", type=_positive_int, default=1, metavar="N", help="virtual CPUs")
+    add.add_argument("--vcpus", type=positive_int, default=1, metavar="N", help="virtual CPUs")
     add.add_argument(
         "--disk",
         action="append",
-        type=_size_mib,
+        type=size_mib,
         default=[],
         metavar="SIZE",
         help="a disk of SIZE (MiB, or 10G); repeat for more disks",
@@ -356,7 +293,7 @@ def _instance_commands(b: _Builder, sub: Any) -> None:
     add.add_argument(
         "-n", "--node", metavar="NODE", help="primary node (default: the one with the most free memory)"
     )
-    add.add_argument("--nics", type=_non_negative_int, default=1, metavar="N", help="NICs")
+    add.add_argument("--nics", type=non_negative_int, default=1, metavar="N", help="NICs")
     b.leaf(
         sub, "remove", "cluster:instance_remove", "remove an instance (OP_INSTANCE_REMOVE)", b.job
     ).add_argument("name")
@@ -387,7 +324,7 @@ def _job_commands(b: _Builder, sub: Any) -> None:
     )
     prio = b.leaf(sub, "priority", "jobs:job_priority", "change a queued or running job's priority")
     prio.add_argument("id", type=int)
-    prio.add_argument("priority", type=_priority, help=PRIORITY_HINT)
+    prio.add_argument("priority", type=priority, help=PRIORITY_HINT)
     submit = b.leaf(
         sub,
         "submit",
@@ -403,7 +340,7 @@ def _job_commands(b: _Builder, sub: Any) -> None:
 def _filter_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--priority",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="rule priority, >= 0; lower is consulted first (add: default 0)",
     )
@@ -450,7 +387,7 @@ def _queue_commands(b: _Builder, sub: Any) -> None:
     )
     drain.add_argument("--soft", action="store_true", help="hold new jobs instead of refusing")
     drain.add_argument(
-        "--deadline", type=_duration, metavar="DURATION", help="cancel what is left after it"
+        "--deadline", type=duration, metavar="DURATION", help="cancel what is left after it"
     )
     drain.add_argument("--message", metavar="TEXT", help="why (in the filter rule's reason)")
     drain.add_argument("--wait", action="store_true", help="follow the drain until it ends")
@@ -461,7 +398,7 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
     delay = b.leaf(
         sub, "delay", "debug:delay", "run an OP_TEST_DELAY job (holds node locks)", b.job
     )
-    delay.add_argument("seconds", type=_seconds)
+    delay.add_argument("seconds", type=seconds)
     delay.add_argument(
         "--on-node",
         action="append",
@@ -469,7 +406,7 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
         metavar="NODE",
         help="hold node/NODE exclusively while waiting (repeatable; need not exist)",
     )
-    delay.add_argument("--repeat", type=_non_negative_int, default=0, help="wait N times")
+    delay.add_argument("--repeat", type=non_negative_int, default=0, help="wait N times")
     delay.add_argument("--fail", action="store_true", help="fail after waiting")
     delay.add_argument(
         "--log-message", action="append", default=[], metavar="TEXT", help="log TEXT first"
