@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from client import errors
 from luxid.jobs import Job, job_status
@@ -42,6 +42,8 @@ class LiveJobs:
         self.jobs: dict[int, Job] = {job.id: job for job in store.load_live()}
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
+        # Told the ids of every durable change (the drains follow their jobs with it).
+        self.on_change: Callable[[list[int]], None] | None = None
 
     # -- reads -------------------------------------------------------------------------
 
@@ -164,8 +166,11 @@ class LiveJobs:
 
     def notify(self, ids: Iterable[int]) -> None:
         """Wake everyone waiting for a change of these jobs."""
+        ids = list(ids)
         for job_id in ids:
             self._wake(job_id)
+        if self.on_change is not None:
+            self.on_change(ids)
 
     def _wake(self, job_id: int) -> None:
         fut = self._changed.pop(job_id, None)

@@ -70,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         await queue.open()
         config.start()
+        service.drains.start()
         try:
             await serve_until_stopped(server, "luxid")
         finally:
+            await service.drains.close()
             await config.close(STOP_STEP_TIMEOUT)
             await queue.close(STOP_STEP_TIMEOUT)
             if not await finish_tasks(STOP_STEP_TIMEOUT):
