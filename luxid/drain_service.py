@@ -133,7 +133,7 @@ class DrainService:
         self.heap = DeadlineHeap()
         self.ready = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._tracked: set[int] = set()
+        self._tracked: dict[int, str] = {}  # the drains' unfinished jobs: last seen status
         self._wanted = False
         self._runner: asyncio.Task[None] | None = None
         self._opener: asyncio.Task[None] | None = None
@@ -181,13 +181,23 @@ class DrainService:
     # -- events --------------------------------------------------------------------------
 
     def jobs_changed(self, ids: Iterable[int]) -> None:
-        """Jobs changed (durably): a pass if one of them is a drain's."""
-        if not self._tracked.isdisjoint(ids):
-            self.request()
+        """Jobs changed (durably): a pass if a drain's job has a new status (a log entry
+        or a pending reason does not concern the drains)."""
+        for job_id in ids:
+            seen = self._tracked.get(job_id)
+            if seen is None:
+                continue
+            job = self.queue.live.get(job_id)
+            if job is None or job_status(job) != seen:
+                self.request()
+                return
 
     def config_changed(self) -> None:
-        """The configuration changed: a pass if some drain may act on it."""
-        if any(_may_act(r) for r in self.records.values()):
+        """The configuration changed: a pass if some drain may act on it.  A drain with
+        jobs under way is passed over: the end of each of its jobs runs a pass that
+        reads the configuration anyway (this keeps its own moves' writes from doubling
+        the passes); one that waits for room or has nothing under way is not."""
+        if any(_may_act(r) and (r.blocked or not r.active) for r in self.records.values()):
             self.request()
 
     def request(self) -> None:
@@ -318,7 +328,7 @@ class DrainService:
         return msgspec.structs.replace(record, serial_no=result.serial_no, mtime=result.mtime)
 
     def _track(self) -> None:
-        self._tracked = {job.id for r in self.records.values() for job in r.active}
+        self._tracked = {job.id: job.status for r in self.records.values() for job in r.active}
 
     def _measure(self) -> None:
         drains = self.metrics.gauge("lockwarden_drains")
