@@ -56,6 +56,7 @@ from luxid.drains import (
 )
 from luxid.drains import queue as queue_core
 from luxid.drains.effects import TAG_SOURCE
+from luxid.drains.record import FINALIZED
 from luxid.drains.view import place
 from luxid.jobs import Job, is_finalized, job_status
 from luxid.queue import MAX_WAIT, Queue
@@ -135,6 +136,7 @@ class DrainService:
         self._lock = asyncio.Lock()
         self._tracked: dict[int, str] = {}  # the drains' unfinished jobs: last seen status
         self._wanted = False
+        self._stale = True  # the view may be older than the configuration
         self._runner: asyncio.Task[None] | None = None
         self._opener: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -182,15 +184,20 @@ class DrainService:
 
     def jobs_changed(self, ids: Iterable[int]) -> None:
         """Jobs changed (durably): a pass if a drain's job has a new status (a log entry
-        or a pending reason does not concern the drains)."""
+        or a pending reason does not concern the drains); one that ended may have changed
+        the configuration, so that pass reads it again."""
+        changed = False
         for job_id in ids:
             seen = self._tracked.get(job_id)
             if seen is None:
                 continue
             job = self.queue.live.get(job_id)
-            if job is None or job_status(job) != seen:
-                self.request()
-                return
+            status = None if job is None else job_status(job)
+            if status != seen:
+                changed = True
+                self._stale = self._stale or status is None or status in FINALIZED
+        if changed:
+            self.request()
 
     def config_changed(self) -> None:
         """The configuration changed: a pass if some drain may act on it.  A drain with
@@ -198,6 +205,7 @@ class DrainService:
         reads the configuration anyway (this keeps its own moves' writes from doubling
         the passes); one that waits for room or has nothing under way is not."""
         if any(_may_act(r) and (r.blocked or not r.active) for r in self.records.values()):
+            self._stale = True
             self.request()
 
     def request(self) -> None:
@@ -220,6 +228,7 @@ class DrainService:
     def _fire(self) -> None:
         self._timer = None
         if self.heap.pop_due(time.time()):
+            self._stale = True
             self.request()
         else:
             self._arm()
@@ -245,6 +254,7 @@ class DrainService:
         return facts
 
     async def _read_view(self) -> ClusterView:
+        self._stale = False  # a change from now on needs another read
         self.view = view_from_config(await self.link.client.get_config())
         return self.view
 
@@ -254,7 +264,10 @@ class DrainService:
         """One decision pass (under the lock) over the records, or `changed` ones (an
         operator call's, not written yet) with its `effects` carried out first."""
         jobs = self._facts()  # before the view: the view is at least as new as them
-        view = await self._read_view()
+        # Read the configuration when it may have changed for the drains (a drain job
+        # ended, a configuration change or a timer asked for the pass); a pass for a job
+        # that only started, or for recording effects, plans on the last view.
+        view = await self._read_view() if self._stale or changed is not None else self.view
         now = time.time()
         base = self.records if changed is None else changed
         records, more = moves.step(base, view, jobs, now, place)
