@@ -162,6 +162,9 @@ def test_blocked_drain_completes_when_a_node_is_added(stack: Stack) -> None:
     ((what, why),) = blocked.blocked
     assert what == "big" and str(why).startswith("no node has room for big: it needs 4096 MiB")
     assert any(m.startswith("big: blocked: no node has room for big") for m in messages(events))
+    metrics = stack.lc.get_metrics()
+    assert [{"target": "node/n1"}, 1] in metrics["lockwarden_drain_remaining"]
+    assert [{"status": "draining"}, 1] in metrics["lockwarden_drains"]
     # Nothing is retried while nothing changes (no loop): the same jobs after a while.
     jobs_before = stack.lc.query_drains()[0].jobs
     ok(stack, delay(0.3))
@@ -169,6 +172,9 @@ def test_blocked_drain_completes_when_a_node_is_added(stack: Stack) -> None:
     ok(stack, add_node("n3"))  # room appears: the drain resumes by itself
     done, _ = follow(stack, "node/n1", lambda s: s.status == "complete")
     assert done.blocked == [] and placed(stack) == {"small": "n2", "big": "n3"}
+    metrics = stack.lc.get_metrics()
+    assert [{"status": "complete"}, 1] in metrics["lockwarden_drains"]
+    assert all(labels["target"] != "node/n1" for labels, _ in metrics["lockwarden_drain_remaining"])
 
 
 def test_several_drains_at_once_never_move_onto_each_other(stack: Stack) -> None:
