@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 SubmitFn = Callable[[list[Opcode]], Awaitable[int]]
 PutRuleFn = Callable[[str, int, list[Any], Any, list[Any]], Awaitable[FilterRule]]
 DropRuleFn = Callable[[str], Awaitable[None]]
+# The least time between two passes made for job events (see `_run`).
+PASS_SPACING = 0.05
 Change = Callable[[dict[str, DrainRecord], ClusterView, float], list[Effect]]
 
 
@@ -137,6 +139,7 @@ class DrainService:
         self._tracked: dict[int, str] = {}  # the drains' unfinished jobs: last seen status
         self._wanted = False
         self._stale = True  # the view may be older than the configuration
+        self._hurry = asyncio.Event()  # a deadline is due: no coalescing delay
         self._runner: asyncio.Task[None] | None = None
         self._opener: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -215,8 +218,10 @@ class DrainService:
             self._runner = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._wanted:
             self._wanted = False
+            began = loop.time()
             try:
                 async with self._lock:
                     await self._pass([])
@@ -224,11 +229,20 @@ class DrainService:
                 log.warning("drain pass failed: %s; trying again", exc.message)
                 await asyncio.sleep(RETRY_MIN)
                 self._wanted = True
+            if self._wanted and not self._hurry.is_set():
+                # The job events of a busy drain coalesce: a pass at most every
+                # PASS_SPACING s, so that its record (which grows with its history) is
+                # not rewritten for each of them.  A deadline does not wait.
+                with contextlib.suppress(TimeoutError):
+                    spacing = max(0.0, began + PASS_SPACING - loop.time())
+                    await asyncio.wait_for(self._hurry.wait(), spacing)
+            self._hurry.clear()
 
     def _fire(self) -> None:
         self._timer = None
         if self.heap.pop_due(time.time()):
             self._stale = True
+            self._hurry.set()
             self.request()
         else:
             self._arm()
