@@ -7,7 +7,9 @@ One decision path, event-driven, on the event loop:
   configuration changes (`config_changed`, from luxid.wconfd_link), an operator calls a
   drain method, a deadline timer of the heap fires, and once more after effects were
   carried out; never on a timer alone.  Requests made while a pass runs coalesce into
-  one more pass.
+  one more pass, and passes for job events are at least PASS_SPACING apart (a due
+  deadline does not wait).  Only passes for which the configuration may have changed
+  (a drain job ended, a config change, a timer, an operator call) read it again.
 - a pass gathers the facts of the drains' jobs *before* reading the configuration, so
   the view is at least as new as every job end it is fed with; runs `moves.step` over
   the node drains and `queue.step` over the queue drain; carries out the effects in
