@@ -70,7 +70,7 @@ SubmitFn = Callable[[list[Opcode]], Awaitable[int]]
 PutRuleFn = Callable[[str, int, list[Any], Any, list[Any]], Awaitable[FilterRule]]
 DropRuleFn = Callable[[str], Awaitable[None]]
 # The least time between two passes made for job events (see `_run`).
-PASS_SPACING = 0.05
+PASS_SPACING = 0.1
 Change = Callable[[dict[str, DrainRecord], ClusterView, float], list[Effect]]
 
 
