@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from client import errors
 from client.daemon.change_serial import ChangeSerial
@@ -50,6 +50,8 @@ class LiveJobs:
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
         self.serial = ChangeSerial()  # wait_queue_change: bumped with every notification
+        # Told the ids of every durable change (the drains follow their jobs with it).
+        self.on_change: Callable[[list[int]], None] | None = None
 
     # -- reads -------------------------------------------------------------------------
 
@@ -180,9 +182,12 @@ class LiveJobs:
 
     def notify(self, ids: Iterable[int]) -> None:
         """Wake everyone waiting for a change of these jobs."""
+        ids = list(ids)
         self.serial.bump()
         for job_id in ids:
             self._wake(job_id)
+        if self.on_change is not None:
+            self.on_change(ids)
 
     def _wake(self, job_id: int) -> None:
         fut = self._changed.pop(job_id, None)

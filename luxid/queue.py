@@ -148,10 +148,11 @@ class Queue:
 
     # -- submit --------------------------------------------------------------------------
 
-    async def submit(self, jobs: list[list[Opcode]]) -> list[Job]:
-        """Store new jobs (validated by the caller); REJECTed ones are stored canceled."""
+    async def submit(self, jobs: list[list[Opcode]], *, internal: bool = False) -> list[Job]:
+        """Store new jobs (validated by the caller); REJECTed ones are stored canceled.
+        `internal` jobs (a drain's) are not refused by the drain flag."""
         await self.settings_known.wait()
-        if self.drained:
+        if self.drained and not internal:
             raise errors.QueueDrained(
                 "the queue is drained: no new jobs are accepted (`lw queue undrain`)"
             )

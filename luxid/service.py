@@ -1,8 +1,8 @@
 """luxid's RPC methods (client.api.luxi.LuxiApi): argument checks, then the queue.
 
 Each method checks what the declaration's types cannot (opcodes against the opcode
-registry, field names), delegates to `luxid.queue.Queue` or, for filter writes, to the
-wconfd link, and shapes the answer.  Filters are read from, and judged by, the queue's
+registry, field names), delegates to `luxid.queue.Queue`, for filter writes to the
+wconfd link, for drains to `luxid.drain_service.DrainService`, and shapes the answer.  Filters are read from, and judged by, the queue's
 one filter set (luxid.active_filters), which a filter write updates before it answers.  Every error a client can cause is a typed client.errors
 exception; anything else is a bug, logged by the dispatcher as an InternalError.
 """
@@ -12,10 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from client import errors
-from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueInfo, QueueOverview
+from client.api.luxi import (
+    Directive,
+    DrainChange,
+    DrainStatus,
+    JobChange,
+    JobEvent,
+    Opcode,
+    QueueInfo,
+    QueueOverview,
+)
 from client.daemon.common import CommonMethods
 from client.daemon.server import Connection
+from client.filterrules import FilterRule
 from jobproc.opcodes.registry import get_opcode_class, validate_job
+from luxid.drain_service import DrainService
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
 from luxid.queue import Queue
@@ -40,12 +51,24 @@ class LuxidService(CommonMethods):
         self.queue = queue
         self.config = config
         self.metrics = queue.metrics
+        self.drains = DrainService(
+            queue, config, self.metrics,
+            submit=self._submit_internal, put_rule=self._put_rule, drop_rule=self._drop_rule,
+        )  # fmt: skip
+        queue.live.on_change = self.drains.jobs_changed
+        config.on_change = self.drains.config_changed
 
     # -- jobs --------------------------------------------------------------------------
 
     async def submit_job(self, conn: Connection, ops: list[Opcode]) -> int:
         check_job(ops)
         (job,) = await self.queue.submit([ops])
+        return job.id
+
+    async def _submit_internal(self, ops: list[Opcode]) -> int:
+        """A drain's job: checked as any, not refused by the drain flag."""
+        check_job(ops)
+        (job,) = await self.queue.submit([ops], internal=True)
         return job.id
 
     async def submit_many_jobs(
@@ -106,7 +129,7 @@ class LuxidService(CommonMethods):
 
     async def query_queue_info(self, conn: Connection) -> QueueInfo:
         await self.queue.settings_known.wait()
-        return QueueInfo(**self.queue.queue_info())
+        return QueueInfo(**self.queue.queue_info(), queue_drain=self.drains.queue_status())
 
     async def query_queue_overview(
         self, conn: Connection, queued: int, recent: int
@@ -127,14 +150,24 @@ class LuxidService(CommonMethods):
         action: Any,
         reason: list[Any],
     ) -> str:
+        rule = await self._put_rule(uuid, priority, predicates, action, reason)
+        return rule.uuid
+
+    async def delete_filter(self, conn: Connection, uuid: str) -> None:
+        await self._drop_rule(uuid)
+
+    async def _put_rule(
+        self, uuid: str | None, priority: int, predicates: list[Any], action: Any, reason: list[Any]
+    ) -> FilterRule:
+        """Write a rule (watermark: the last job id) and judge by it at once."""
         rule = await self.config.replace_filter(
             uuid, priority, predicates, action, reason, watermark=self.queue.live.last_id
         )
         self.queue.filters.put(rule)
         self.queue.request_pass()
-        return rule.uuid
+        return rule
 
-    async def delete_filter(self, conn: Connection, uuid: str) -> None:
+    async def _drop_rule(self, uuid: str) -> None:
         await self.config.delete_filter(uuid)
         self.queue.filters.remove(uuid)
         self.queue.request_pass()
@@ -150,17 +183,7 @@ class LuxidService(CommonMethods):
     async def job_report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         return await self.queue.report(conn, job_id, event)
 
-    # -- drains (SPEC §12): declared, not served yet ------------------------------------
-    #
-    # The drain core (luxid.drains) is wired into the queue in a later change; until then
-    # these answer exactly what a luxid without them answered: MethodNotFound.
-
-    @staticmethod
-    def _no_drains(method: str) -> errors.MethodNotFound:
-        return errors.MethodNotFound(
-            f"{method}: this luxid does not serve drains yet (SPEC §12); "
-            f"`lw queue drain` without --soft/--deadline sets the drain flag"
-        )
+    # -- drains (SPEC §12): luxid.drain_service ------------------------------------------
 
     async def drain_node(
         self,
@@ -170,24 +193,26 @@ class LuxidService(CommonMethods):
         max_parallel: int,
         priority: int,
         message: str,
-    ) -> Any:
-        raise self._no_drains("drain_node")
+    ) -> DrainStatus:
+        return await self.drains.drain_node(node, deadline, max_parallel, priority, message)
 
-    async def cancel_node_drain(self, conn: Connection, node: str, keep_drained: bool) -> Any:
-        raise self._no_drains("cancel_node_drain")
+    async def cancel_node_drain(
+        self, conn: Connection, node: str, keep_drained: bool
+    ) -> DrainStatus:
+        return await self.drains.cancel_node_drain(node, keep_drained)
 
     async def drain_queue(
         self, conn: Connection, mode: str, deadline: float | None, message: str
-    ) -> Any:
-        raise self._no_drains("drain_queue")
+    ) -> DrainStatus:
+        return await self.drains.drain_queue(mode, deadline, message)
 
     async def undrain_queue(self, conn: Connection) -> None:
-        raise self._no_drains("undrain_queue")
+        await self.drains.undrain_queue()
 
-    async def query_drains(self, conn: Connection) -> Any:
-        raise self._no_drains("query_drains")
+    async def query_drains(self, conn: Connection) -> list[DrainStatus]:
+        return await self.drains.query()
 
     async def wait_for_drain_change(
         self, conn: Connection, target: str, since_event: int, timeout: float
-    ) -> Any:
-        raise self._no_drains("wait_for_drain_change")
+    ) -> DrainChange | str:
+        return await self.drains.wait_for_change(target, since_event, timeout)

@@ -55,6 +55,7 @@ class LuxidTerm:
         term = cls(queue, config, LuxidService(queue, config))
         await queue.open()
         config.start()
+        term.service.drains.start()
         return term
 
     def methods(self) -> dict[str, Handler]:
@@ -70,7 +71,8 @@ class LuxidTerm:
         ]
 
     async def close(self, timeout: float) -> None:
-        """Stop the link and the queue (job processes keep running)."""
+        """Stop the drains, the link and the queue (job processes keep running)."""
+        await self.service.drains.close()
         await self.config.close(timeout)
         await self.queue.close(timeout)
 

@@ -52,6 +52,8 @@ class WconfdLink:
         self._task: asyncio.Task[None] | None = None
         self._writes_begun = 0  # luxid's own filter writes, begun / ended
         self._writes_ended = 0
+        # Told after every read that followed a change (the drains re-plan on it).
+        self.on_change: Callable[[], None] | None = None
 
     def start(self) -> None:
         """Begin following the configuration in the background."""
@@ -106,6 +108,8 @@ class WconfdLink:
         if self._writes_begun != begun:
             return False
         self._on_config(int(cluster["max_running_jobs"]), list(filters))
+        if self.on_change is not None:
+            self.on_change()
         return True
 
     # -- filters -------------------------------------------------------------------------

@@ -50,13 +50,15 @@ class JobChange(msgspec.Struct, frozen=True):
 
 
 class QueueInfo(msgspec.Struct, frozen=True):
-    """The queue at a glance: drain flag, slots, jobs per status, number of filters."""
+    """The queue at a glance: drain flag, slots, jobs per status, number of filters, and
+    the queue drain of SPEC §12.2 if there is one (the flag and the drain are separate)."""
 
     drained: bool
     max_running_jobs: int
     running: int
     counts: dict[str, int]
     filters: int
+    queue_drain: DrainStatus | None = None
 
 
 class QueueOverview(msgspec.Struct, frozen=True):

@@ -19,6 +19,7 @@ from luxid.drains.effects import TAG_SOURCE, ChangePriority, Effect, Submit
 from luxid.drains.record import (
     JOB_NOUN,
     MOST_URGENT,
+    Blocked,
     DrainJob,
     DrainRecord,
     JobKind,
@@ -178,6 +179,17 @@ def record_submitted(record: DrainRecord, effect: Submit, job_id: int, now: floa
     job = DrainJob(id=job_id, kind=effect.kind, instance=effect.instance, node=effect.node)
     record = msgspec.structs.replace(record, active=(*record.active, job), updated_at=now)
     return with_events(record, now, _submitted_event(job, record.node))
+
+
+def submit_refused(record: DrainRecord, effect: Submit, message: str, now: float) -> DrainRecord:
+    """The record once luxid could not submit `effect` (`message` says why): a move's
+    instance is blocked until the room on the cluster changes (never retried in a loop);
+    the event says what was refused."""
+    who = effect.instance or record.node
+    if effect.instance is not None and effect.kind == "migrate":
+        blocked = {**record.blocked, effect.instance: Blocked(reason=message)}
+        record = msgspec.structs.replace(record, blocked=blocked)
+    return with_events(record, now, f"{who}: {JOB_NOUN[effect.kind]} job refused: {message}")
 
 
 def adopt_jobs(record: DrainRecord, tagged: Mapping[int, str], now: float) -> DrainRecord:

@@ -19,6 +19,8 @@ from typing import Any, Final
 
 import msgspec
 
+from client.capacity import choose, no_room_message, rooms
+
 DEFAULT_MTOTAL: Final = 65536
 DEFAULT_CTOTAL: Final = 32
 DEFAULT_VCPU_RATIO: Final = 4.0
@@ -154,3 +156,29 @@ class NoRoom(Exception):
 # (view, instance name, nodes it must not go to) -> the chosen node's name; raises NoRoom.
 # The real one is §7.1's placement; the drain core only calls it.
 Placement = Callable[[ClusterView, str, frozenset[str]], str]
+
+
+def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
+    """The §7.1 placement (client.capacity, the rule the opcodes use) on a view: the
+    eligible node, not `exclude` nor the instance's own, with room and the most free
+    memory; NoRoom with the placement's message (`no node has room for web3: …`)."""
+    inst = view.instances[instance]
+    nodes = [
+        {"uuid": n.name, "name": n.name, "offline": n.offline, "drained": n.drained,
+         "vm_capable": n.vm_capable, "mtotal": n.mtotal, "ctotal": n.ctotal}
+        for n in view.nodes.values()
+    ]  # fmt: skip
+    others = [
+        {"primary_node": i.primary_node, "admin_state": i.admin_state,
+         "memory": i.memory, "vcpus": i.vcpus}
+        for i in view.instances.values()
+        if i.name != instance
+    ]  # fmt: skip
+    candidates = rooms(nodes, others, view.vcpu_ratio).values()
+    running = inst.admin_state == "up"
+    memory, vcpus = (inst.memory, inst.vcpus) if running else (0, 0)
+    skip = exclude | {inst.primary_node}
+    room = choose(candidates, memory, vcpus, skip)
+    if room is None:
+        raise NoRoom(no_room_message(instance, inst.memory, inst.vcpus, candidates, skip))
+    return room.name

@@ -60,7 +60,9 @@ def test_fresh_state_dir_has_cluster_and_default_group(wconfd):
         "instances",
         "networks",
         "filters",
+        "drains",
     }
+    assert doc["drains"] == {}
     assert doc["version"] == 1
     assert doc["cluster"]["name"] == "lockwarden"
     assert doc["cluster"]["lock_enforcement"] == "enforce"

@@ -162,6 +162,18 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     assert await call(lc, "archive_job", job_id=job) is True
     assert await call(lc, "wait_queue_change", since_serial=queue_serial, timeout=5) != queue_serial
     await call(lc, "auto_archive_jobs", age=0)
+    # -- drains: a node drain (events, jobs, a shut-down list) and a queue drain
+    added = await call(lc, "submit_job", ops=[{"OP_ID": "OP_NODE_ADD", "node_name": "d1"}])
+    while (await call(lc, "query_jobs", ids=[added], fields=["status"]))[0][0] not in FINAL:
+        await asyncio.sleep(0.02)
+    started = await call(lc, "drain_node", node="d1", deadline=None, max_parallel=2)
+    assert started.target == "node/d1"
+    change = await call(lc, "wait_for_drain_change", target="node/d1", since_event=0, timeout=5)
+    assert change.events and change.status.jobs
+    assert (await call(lc, "cancel_node_drain", node="d1", keep_drained=True)).target == "node/d1"
+    assert (await call(lc, "drain_queue", mode="soft", deadline=60)).mode == "soft"
+    assert [d.target for d in await call(lc, "query_drains")] == ["node/d1", "queue"]
+    assert await call(lc, "undrain_queue") is None
 
 
 def _check(seen: Seen) -> None:

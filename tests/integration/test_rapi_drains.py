@@ -14,7 +14,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import ADMIN_LOCKS, Stack
+from test_drains_node import add_node, create
+from test_drains_node import follow as follow_events
 from test_jobproc_opcodes import run as ok
 from test_rapi import READER, Rapi, assert_error, ganeti_python, self_signed, write_users
 from test_rapi import rapi as rapi  # the fixture: lw-rapi on the stack
@@ -38,15 +39,6 @@ DRAIN_FIELDS = {
     "message", "deadline_reached", "completed_at", "total", "remaining", "running",
     "blocked", "shut_down", "jobs",
 }  # fmt: skip
-
-
-def add_node(name: str, mtotal: int = 65536) -> dict[str, Any]:
-    return {"OP_ID": "OP_NODE_ADD", "node_name": name, "mtotal": mtotal}
-
-
-def create(name: str, memory: int, pnode: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "memory": memory,
-            "vcpus": 1, "disks": [{"size": 1024}], "pnode": pnode}  # fmt: skip
 
 
 def placed(rapi: Rapi) -> dict[str, str]:
@@ -345,20 +337,7 @@ def follow(
     stack: Stack, target: str, accept: Callable[[DrainStatus], bool], timeout: float = 60.0
 ) -> DrainStatus:
     """Follow a drain's events (wait_for_drain_change, no polling) until `accept(status)`."""
-    deadline = time.monotonic() + timeout
-    since = 0
-    last: DrainStatus | None = None
-    while time.monotonic() < deadline:
-        change = stack.lc.wait_for_drain_change(
-            target=target, since_event=since, timeout=min(5.0, deadline - time.monotonic())
-        )
-        if isinstance(change, str):
-            continue
-        last = change.status
-        since = max([since, *(int(event[0]) for event in change.events)])
-        if accept(last):
-            return last
-    raise AssertionError(f"{target}: still {last} after {timeout} s")
+    return follow_events(stack, target, accept, timeout)[0]
 
 
 def test_drain_start_progress_and_completion(rapi: Rapi, stack: Stack, drains_served: None) -> None:

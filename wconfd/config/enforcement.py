@@ -7,7 +7,7 @@ Pure: the caller passes `holds_exclusive(lock_name) -> bool` over its lock table
   *and* of the new name: the old one because the object being renamed is the one other
   jobs lock, the new one so no job can create or lock an object of that name meanwhile.
 - cluster: `cluster/BGL` exclusively (or `cluster/[lockset]` exclusively, which covers it).
-- filter: nothing; queue control must never wait for the queue.
+- filter, drain: nothing; queue control must never wait for the queue.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def locks_for_write(
 ) -> tuple[str, ...]:
     """The locks (each needed exclusively) for changing `old` into `new`.
 
-    `old` is None for an add, `new` None for a remove.  Returns () for filters.
+    `old` is None for an add, `new` None for a remove.  Returns () for filters and drains.
     """
     level = KIND_LEVEL.get(kind)
     if level is None:

@@ -20,6 +20,9 @@ Choices for what §5 leaves open (documented here because clients see them):
 - network: `network` (CIDR) required, `gateway` None.
 - filter: `priority` 0, `watermark` 0, `predicates` [], `action` "ACCEPT",
   `reason_trail` []; `action` is a string or ["RATE_LIMIT", n] (checked semantically).
+- drain (SPEC §12): keyed by its `target` ("node/<name>" or "queue"); `uuid` is the target
+  too (filled in when empty) so that the map kinds share one index.  wconfd checks the
+  fields §12.1 names and stores luxid's resume state (jobs, moved, blocked, ...) as given.
 - References may be given as a name on input; they are stored as uuids (see validation).
 """
 
@@ -34,16 +37,21 @@ from client.errors import InvalidParams
 
 from .numbers import unstorable_number
 
-Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter"]
+Kind: TypeAlias = Literal[
+    "cluster", "nodegroup", "node", "instance", "network", "filter", "drain"
+]
 KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 # The kinds stored as maps keyed by uuid, with the document field holding each map.
-MAP_KINDS: Final[tuple[Kind, ...]] = ("nodegroup", "node", "instance", "network", "filter")
+MAP_KINDS: Final[tuple[Kind, ...]] = (
+    "nodegroup", "node", "instance", "network", "filter", "drain"
+)  # fmt: skip
 DOC_FIELD: Final[dict[Kind, str]] = {
     "nodegroup": "nodegroups",
     "node": "nodes",
     "instance": "instances",
     "network": "networks",
     "filter": "filters",
+    "drain": "drains",
 }
 # The kinds whose objects have a unique name (a filter is known by its uuid only).
 NAMED_KINDS: Final[tuple[Kind, ...]] = ("cluster", "nodegroup", "node", "instance", "network")
@@ -204,8 +212,44 @@ class Filter(_Base, frozen=True, kw_only=True):
     mtime: float = 0.0
 
 
-ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter
-MapObject: TypeAlias = NodeGroup | Node | Instance | Network | Filter
+class Drain(_Base, frozen=True, kw_only=True):
+    """A drain (SPEC §12.1, §12.2), written by luxid; no lock needed, like filters.
+
+    The fields after `mtime` are luxid's state for resuming after a restart (see
+    luxid.drains.record); wconfd keeps them as given.
+    """
+
+    uuid: str = ""  # = target
+    target: str
+    status: Literal["draining", "complete", "canceled"] = "draining"
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    deadline: float | None = None
+    max_parallel: int = 1
+    priority: int = 0
+    message: str = ""
+    deadline_reached: bool = False
+    completed_at: float | None = None
+    events: tuple[Any, ...] = ()
+    serial_no: int = 0
+    ctime: float = 0.0
+    mtime: float = 0.0
+    mode: Literal["hard", "soft"] | None = None
+    active: tuple[Any, ...] = ()
+    done: tuple[Any, ...] = ()
+    moved: tuple[str, ...] = ()
+    blocked: dict[str, Any] = {}
+    shut_down: tuple[str, ...] = ()
+    cancel_sent: tuple[int, ...] = ()
+    undrain: bool = False
+    filter_uuid: str | None = None
+    watermark: int | None = None
+    total: int = 0
+    kill_at: float | None = None
+
+
+ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter | Drain
+MapObject: TypeAlias = NodeGroup | Node | Instance | Network | Filter | Drain
 
 KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
     "cluster": Cluster,
@@ -214,6 +258,7 @@ KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
     "instance": Instance,
     "network": Network,
     "filter": Filter,
+    "drain": Drain,
 }
 
 
@@ -230,6 +275,7 @@ class ConfigDocument(_Base, frozen=True, kw_only=True):
     instances: dict[str, Instance] = {}
     networks: dict[str, Network] = {}
     filters: dict[str, Filter] = {}
+    drains: dict[str, Drain] = {}
 
 
 def check_kind(kind: object) -> Kind:

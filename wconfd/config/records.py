@@ -12,7 +12,7 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from .objects import Cluster, ConfigObject, Filter, Instance, Kind, Network, Node, NodeGroup
+from .objects import Cluster, ConfigObject, Drain, Filter, Instance, Kind, Network, Node, NodeGroup
 
 
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="t", kw_only=True):
@@ -58,6 +58,12 @@ class PutFilter(_Record, tag="put_filter", frozen=True, kw_only=True):
     obj: Filter
 
 
+class PutDrain(_Record, tag="put_drain", frozen=True, kw_only=True):
+    """A drain added or updated."""
+
+    obj: Drain
+
+
 class RemoveObject(_Record, tag="remove", frozen=True, kw_only=True):
     """An object of a map kind removed, by uuid."""
 
@@ -65,10 +71,10 @@ class RemoveObject(_Record, tag="remove", frozen=True, kw_only=True):
     uuid: str
 
 
-PutRecord: TypeAlias = PutCluster | PutNodeGroup | PutNode | PutInstance | PutNetwork | PutFilter
-ConfigChange: TypeAlias = (
-    PutCluster | PutNodeGroup | PutNode | PutInstance | PutNetwork | PutFilter | RemoveObject
+PutRecord: TypeAlias = (
+    PutCluster | PutNodeGroup | PutNode | PutInstance | PutNetwork | PutFilter | PutDrain
 )
+ConfigChange: TypeAlias = PutRecord | RemoveObject
 
 PUT_RECORD: Final[dict[Kind, type[PutRecord]]] = {
     "cluster": PutCluster,
@@ -77,6 +83,7 @@ PUT_RECORD: Final[dict[Kind, type[PutRecord]]] = {
     "instance": PutInstance,
     "network": PutNetwork,
     "filter": PutFilter,
+    "drain": PutDrain,
 }
 RECORD_KIND: Final[dict[type[PutRecord], Kind]] = {cls: kind for kind, cls in PUT_RECORD.items()}
 

@@ -57,7 +57,7 @@ from .objects import (
 )
 from .records import RECORD_KIND, ConfigChange, RemoveObject, put_record
 from .references import UuidFactory, fill_disk_uuids, prepare
-from .validation import check_cluster, check_fields, check_uuid, describe, fail
+from .validation import check_cluster, check_fields, check_key, check_uuid, describe, fail
 
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -96,9 +96,12 @@ class ChangeOutOfOrder(RuntimeError):
 
 
 def _sort_key(kind: Kind) -> Callable[[Any], tuple[Any, ...]]:
-    """List order: by name; filters in their evaluation order (priority, watermark, uuid)."""
+    """List order: by name; filters in their evaluation order (priority, watermark, uuid);
+    drains by target."""
     if kind == "filter":
         return lambda f: (f.priority, f.watermark, f.uuid)
+    if kind == "drain":
+        return lambda d: (d.target,)
     return lambda o: (o.name, o.uuid)
 
 
@@ -137,13 +140,13 @@ class ConfigState:
             check_uuid("cluster", cluster, cluster.uuid)
             self.cluster = cluster
         # Dependency order, so references resolve against what is already indexed.
-        order: tuple[Kind, ...] = ("nodegroup", "node", "network", "instance", "filter")
+        order: tuple[Kind, ...] = ("nodegroup", "node", "network", "instance", "filter", "drain")
         for kind in order:
             for key, obj in getattr(document, DOC_FIELD[kind]).items():
                 if validate:
                     if key != obj.uuid:
                         raise fail(kind, obj, "uuid", f"stored under the different key {key!r}")
-                    check_uuid(kind, obj, obj.uuid)
+                    check_key(kind, obj)
                     if obj.uuid in self._idx.names.get(kind, {}):
                         raise fail(kind, obj, "uuid", "equals the name of another object")
                     obj = prepare(self._idx, kind, check_fields(obj), None, new_uuid4)
@@ -229,6 +232,7 @@ class ConfigState:
             instances=dict(self._idx.maps["instance"]),
             networks=dict(self._idx.maps["network"]),
             filters=dict(self._idx.maps["filter"]),
+            drains=dict(self._idx.maps["drain"]),
         )
 
     def get_config_json(self) -> bytes:
@@ -249,6 +253,7 @@ class ConfigState:
                 instances=self._idx.maps["instance"],
                 networks=self._idx.maps["network"],
                 filters=self._idx.maps["filter"],
+                drains=self._idx.maps["drain"],
             )
             self._json_cache = _ENCODER.encode(doc)
         return self._json_cache
@@ -284,7 +289,7 @@ class ConfigState:
             raise InvalidParams("kind: the cluster object cannot be added", {"param": "kind"})
         obj = check_fields(convert_object(k, data))
         if obj.uuid:
-            check_uuid(k, obj, obj.uuid)
+            check_key(k, obj)
         else:
             obj = msgspec.structs.replace(obj, uuid=new_uuid())
         if obj.uuid in self._idx.maps[k] or obj.uuid in self._idx.names.get(k, ()):
@@ -433,7 +438,7 @@ class ConfigState:
             uuid = self._idx.names[kind].get(obj.name)  # type: ignore[union-attr]
             stored = self._idx.maps[kind][uuid] if uuid is not None else None
         else:
-            raise fail(kind, obj, "uuid", "required to update a filter")
+            raise fail(kind, obj, "uuid", f"required to update a {kind}")
         if stored is None:
             raise NotFound(f"{describe(kind, obj)} not found", {"kind": kind})
         return stored

@@ -24,6 +24,7 @@ from .objects import (
     Cluster,
     ConfigObject,
     Disk,
+    Drain,
     Filter,
     Instance,
     IPolicy,
@@ -45,7 +46,7 @@ _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 def describe(kind: str, obj: ConfigObject) -> str:
     """How messages name an object: `node 'n1'`, `filter 'uuid'`, `cluster 'lockwarden'`."""
-    label = getattr(obj, "name", None) or obj.uuid or "<new>"
+    label = getattr(obj, "name", None) or getattr(obj, "target", None) or obj.uuid or "<new>"
     return f"{kind} {label!r}"
 
 
@@ -252,6 +253,27 @@ def check_filter(obj: Filter) -> Filter:
     return obj
 
 
+def check_drain(obj: Drain) -> Drain:
+    """A drain's key is its target, `queue` or `node/<name>`; its uuid is the target."""
+    _check_times("drain", obj)
+    if obj.target != "queue":
+        node = obj.target.removeprefix("node/")
+        if node == obj.target:
+            raise fail("drain", obj, "target", 'must be "queue" or "node/<name>"')
+        check_name("drain", obj, node)
+    if obj.uuid not in ("", obj.target):
+        raise fail("drain", obj, "uuid", f"must be empty or the target {obj.target!r}")
+    if obj.max_parallel < 1:
+        raise fail("drain", obj, "max_parallel", "must be >= 1")
+    return obj if obj.uuid else msgspec.structs.replace(obj, uuid=obj.target)
+
+
+def check_key(kind: str, obj: ConfigObject) -> None:
+    """The object's map key: a uuid (a drain's is its target, checked by check_drain)."""
+    if kind != "drain":
+        check_uuid(kind, obj, obj.uuid)
+
+
 def check_fields(obj: ConfigObject) -> ConfigObject:
     """Dispatch the field checks by type; returns the normalised object."""
     if isinstance(obj, Instance):
@@ -260,6 +282,8 @@ def check_fields(obj: ConfigObject) -> ConfigObject:
         return check_node(obj)
     if isinstance(obj, Filter):
         return check_filter(obj)
+    if isinstance(obj, Drain):
+        return check_drain(obj)
     if isinstance(obj, Network):
         return check_network(obj)
     if isinstance(obj, NodeGroup):

@@ -1,0 +1,476 @@
+"""luxid's drain shell (SPEC §12): runs the pure core of luxid.drains on events and does
+what it says, with the queue's own write paths.
+
+One decision path, event-driven, on the event loop:
+
+- a pass runs when a drain job changes status (`jobs_changed`, from luxid.live_jobs), the
+  configuration changes (`config_changed`, from luxid.wconfd_link), an operator calls a
+  drain method, a deadline timer of the heap fires, and once more after effects were
+  carried out; never on a timer alone.  Requests made while a pass runs coalesce into
+  one more pass, and passes for job events are at least PASS_SPACING apart (a due
+  deadline does not wait).  Only passes for which the configuration may have changed
+  (a drain job ended, a config change, a timer, an operator call) read it again.
+- a pass gathers the facts of the drains' jobs *before* reading the configuration, so
+  the view is at least as new as every job end it is fed with; runs `moves.step` over
+  the node drains and `queue.step` over the queue drain; carries out the effects in
+  order (an internal submit the drain flag does not refuse, cancels, priority changes,
+  the queue drain's filter rule) and reports each back to the core; only then writes the
+  changed records to wconfd (`drains`), so a crash in between leaves jobs that the next
+  start finds again by their `lw:drain-job` reason (`node.adopt_jobs`).
+- after each write the followers of the drain (`wait_for_drain_change`) are woken and
+  the drain's next timer is put in the heap; one event-loop timer is armed for the
+  earliest.  Deadlines are absolute, so a restarted luxid fires a past one at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import msgspec
+
+from client import errors
+from client.api.luxi import DrainChange, DrainStatus, Opcode
+from client.filterrules import FilterRule
+from client.metrics import Registry
+from luxid.drains import (
+    QUEUE_TARGET,
+    CancelJob,
+    ChangePriority,
+    ClusterView,
+    DeadlineHeap,
+    DrainRecord,
+    Effect,
+    JobFacts,
+    PutFilter,
+    Submit,
+    drain_status,
+    events_since,
+    moves,
+    next_timer,
+    node,
+    node_target,
+    view_from_config,
+)
+from luxid.drains import queue as queue_core
+from luxid.drains.effects import TAG_SOURCE
+from luxid.drains.record import FINALIZED
+from luxid.drains.view import place
+from luxid.jobs import Job, is_finalized, job_status
+from luxid.queue import MAX_WAIT, Queue
+from luxid.wconfd_link import RETRY_MAX, RETRY_MIN, WconfdLink
+
+log = logging.getLogger(__name__)
+
+SubmitFn = Callable[[list[Opcode]], Awaitable[int]]
+PutRuleFn = Callable[[str, int, list[Any], Any, list[Any]], Awaitable[FilterRule]]
+DropRuleFn = Callable[[str], Awaitable[None]]
+# The least time between two passes made for job events (see `_run`).
+PASS_SPACING = 0.1
+Change = Callable[[dict[str, DrainRecord], ClusterView, float], list[Effect]]
+
+
+def job_facts(job: Job) -> JobFacts:
+    """A job's status and, for a failed or canceled one, the result of the opcode that
+    ended it (the error message jobproc reported)."""
+    status = job_status(job)
+    error = None
+    if status in ("error", "canceled"):
+        for op in job.ops:
+            if op.status == status and op.result is not None:
+                error = op.result if isinstance(op.result, str) else str(op.result)
+                break
+    return JobFacts(status=status, error=error)
+
+
+def tagged_jobs(jobs: Iterable[Job]) -> dict[int, str]:
+    """The live jobs that carry a drain's `lw:drain-job` reason, with its text."""
+    out: dict[int, str] = {}
+    for job in jobs:
+        for op in job.ops:
+            for entry in op.input.get("reason") or ():
+                if isinstance(entry, list | tuple) and entry and entry[0] == TAG_SOURCE:
+                    out[job.id] = str(entry[1])
+    return out
+
+
+def check_target(target: str) -> None:
+    """InvalidParams unless `target` is `queue` or `node/<name>`."""
+    if target != QUEUE_TARGET and not (target.startswith("node/") and len(target) > 5):
+        raise errors.InvalidParams(
+            f'param `target`: must be "queue" or "node/<name>", got {target!r}',
+            {"param": "target"},
+        )
+
+
+def _may_act(record: DrainRecord) -> bool:
+    """Whether a pass could do anything for the drain (else config changes skip it)."""
+    if record.status == "draining" or record.active:
+        return True
+    return record.undrain and not any(job.kind == "undrained" for job in record.all_jobs())
+
+
+class DrainService:
+    """The drains of this luxid: records, timer heap, passes and the §12.3 methods."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        link: WconfdLink,
+        metrics: Registry,
+        *,
+        submit: SubmitFn,
+        put_rule: PutRuleFn,
+        drop_rule: DropRuleFn,
+    ) -> None:
+        self.queue = queue
+        self.link = link
+        self.metrics = metrics
+        self._submit = submit
+        self._put_rule = put_rule
+        self._drop_rule = drop_rule
+        self.records: dict[str, DrainRecord] = {}
+        self.view = ClusterView(nodes={}, instances={})
+        self.heap = DeadlineHeap()
+        self.ready = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tracked: dict[int, str] = {}  # the drains' unfinished jobs: last seen status
+        self._wanted = False
+        self._stale = True  # the view may be older than the configuration
+        self._hurry = asyncio.Event()  # a deadline is due: no coalescing delay
+        self._runner: asyncio.Task[None] | None = None
+        self._opener: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._changed: dict[str, asyncio.Future[None]] = {}
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the drains in the background (wconfd may not answer yet), then resume."""
+        self._opener = asyncio.get_running_loop().create_task(self._open())
+
+    async def _open(self) -> None:
+        delay = RETRY_MIN
+        while True:
+            try:
+                stored = await self.link.client.list_objects(kind="drain")
+                break
+            except errors.RpcError as exc:
+                log.warning("cannot read the drains: %s; retrying", exc.message)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+        now = time.time()
+        tagged = tagged_jobs(self.queue.live.jobs.values())
+        for obj in stored:
+            record = msgspec.convert(obj, DrainRecord)
+            if record.is_node:
+                record = node.adopt_jobs(record, tagged, now)
+            self.records[record.target] = record
+            self.heap.set(record.target, next_timer(record))
+        self._track()
+        self.ready.set()
+        log.info("drains resumed: %d records", len(self.records))
+        self.request()
+
+    async def close(self) -> None:
+        """Stop the timer and the background work."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in (self._opener, self._runner):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    # -- events --------------------------------------------------------------------------
+
+    def jobs_changed(self, ids: Iterable[int]) -> None:
+        """Jobs changed (durably): a pass if a drain's job has a new status (a log entry
+        or a pending reason does not concern the drains); one that ended may have changed
+        the configuration, so that pass reads it again."""
+        changed = False
+        for job_id in ids:
+            seen = self._tracked.get(job_id)
+            if seen is None:
+                continue
+            job = self.queue.live.get(job_id)
+            status = None if job is None else job_status(job)
+            if status != seen:
+                changed = True
+                self._stale = self._stale or status is None or status in FINALIZED
+        if changed:
+            self.request()
+
+    def config_changed(self) -> None:
+        """The configuration changed: a pass if some drain may act on it.  A drain with
+        jobs under way is passed over: the end of each of its jobs runs a pass that
+        reads the configuration anyway (this keeps its own moves' writes from doubling
+        the passes); one that waits for room or has nothing under way is not."""
+        if any(_may_act(r) and (r.blocked or not r.active) for r in self.records.values()):
+            self._stale = True
+            self.request()
+
+    def request(self) -> None:
+        """Ask for a pass; requests made while one runs lead to one more."""
+        self._wanted = True
+        if self.ready.is_set() and (self._runner is None or self._runner.done()):
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._wanted:
+            self._wanted = False
+            began = loop.time()
+            try:
+                async with self._lock:
+                    await self._pass([])
+            except errors.RpcError as exc:
+                log.warning("drain pass failed: %s; trying again", exc.message)
+                await asyncio.sleep(RETRY_MIN)
+                self._wanted = True
+            if self._wanted and not self._hurry.is_set():
+                # The job events of a busy drain coalesce: a pass at most every
+                # PASS_SPACING s, so that its record (which grows with its history) is
+                # not rewritten for each of them.  A deadline does not wait.
+                with contextlib.suppress(TimeoutError):
+                    spacing = max(0.0, began + PASS_SPACING - loop.time())
+                    await asyncio.wait_for(self._hurry.wait(), spacing)
+            self._hurry.clear()
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self.heap.pop_due(time.time()):
+            self._stale = True
+            self._hurry.set()
+            self.request()
+        else:
+            self._arm()
+
+    def _arm(self) -> None:
+        when = self.heap.peek()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if when is not None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(loop.time() + max(0.0, when - time.time()), self._fire)
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def _facts(self) -> dict[int, JobFacts]:
+        facts: dict[int, JobFacts] = {}
+        for record in self.records.values():
+            for job in record.active:
+                found = self.queue.live.find(job.id)
+                if found is not None:
+                    facts[job.id] = job_facts(found)
+        return facts
+
+    async def _read_view(self) -> ClusterView:
+        self._stale = False  # a change from now on needs another read
+        self.view = view_from_config(await self.link.client.get_config())
+        return self.view
+
+    async def _pass(
+        self, effects: list[Effect], changed: dict[str, DrainRecord] | None = None
+    ) -> None:
+        """One decision pass (under the lock) over the records, or `changed` ones (an
+        operator call's, not written yet) with its `effects` carried out first."""
+        jobs = self._facts()  # before the view: the view is at least as new as them
+        # Read the configuration when it may have changed for the drains (a drain job
+        # ended, a configuration change or a timer asked for the pass); a pass for a job
+        # that only started, or for recording effects, plans on the last view.
+        view = await self._read_view() if self._stale or changed is not None else self.view
+        now = time.time()
+        base = self.records if changed is None else changed
+        records, more = moves.step(base, view, jobs, now, place)
+        queued = records.get(QUEUE_TARGET)
+        if queued is not None:
+            records[QUEUE_TARGET], extra = queue_core.step(queued, jobs, now)
+            more += extra
+        effects = effects + more
+        records = await self._carry_out(records, effects, now)
+        await self._store(records)
+        if effects:
+            self._wanted = True  # again, now that the effects are recorded
+
+    async def _carry_out(
+        self, records: dict[str, DrainRecord], effects: list[Effect], now: float
+    ) -> dict[str, DrainRecord]:
+        """Do the effects in order, each reported to its drain's record."""
+        for effect in effects:
+            records[effect.target] = await self._do(records[effect.target], effect, now)
+        return records
+
+    async def _do(self, record: DrainRecord, effect: Effect, now: float) -> DrainRecord:
+        if isinstance(effect, Submit):
+            try:
+                job_id = await self._submit(effect.ops)
+            except errors.RpcError as exc:
+                log.warning("%s: cannot submit %s: %s", effect.target, effect.tag, exc.message)
+                return node.submit_refused(record, effect, exc.message, now)
+            return node.record_submitted(record, effect, job_id, now)
+        if isinstance(effect, PutFilter):
+            rule = await self._put_rule(
+                effect.uuid, 0, effect.predicates, effect.action, effect.reason
+            )
+            unfinished = [
+                job.id
+                for job in self.queue.live.jobs.values()
+                if job.id <= rule.watermark and not is_finalized(job)
+            ]
+            return queue_core.filter_set(record, rule.watermark, unfinished, now)
+        with contextlib.suppress(errors.NotFound):  # archived or removed meanwhile
+            if isinstance(effect, CancelJob):
+                await self.queue.cancel(effect.job_id, effect.kill)
+            elif isinstance(effect, ChangePriority):
+                await self.queue.change_priority(effect.job_id, effect.priority)
+            else:
+                await self._drop_rule(effect.uuid)
+        return record
+
+    async def _store(self, records: dict[str, DrainRecord]) -> None:
+        """Write the changed records, wake their followers, set their timers."""
+        for target, record in records.items():
+            old = self.records.get(target)
+            if old is not None and record == old and record.serial_no:
+                continue
+            self.records[target] = await self._write(record)
+            self.heap.set(target, next_timer(record))
+            fut = self._changed.pop(target, None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        self._track()
+        self._arm()
+        self._measure()
+
+    async def _write(self, record: DrainRecord) -> DrainRecord:
+        client = self.link.client
+        wire = msgspec.to_builtins(record)
+        if record.serial_no == 0:
+            stored = await client.add_object(kind="drain", object=wire)
+            return msgspec.convert(stored, DrainRecord)
+        result = await client.update_object(kind="drain", object=wire)
+        return msgspec.structs.replace(record, serial_no=result.serial_no, mtime=result.mtime)
+
+    def _track(self) -> None:
+        self._tracked = {job.id: job.status for r in self.records.values() for job in r.active}
+
+    def _measure(self) -> None:
+        drains = self.metrics.gauge("lockwarden_drains")
+        remaining = self.metrics.gauge("lockwarden_drain_remaining")
+        counts = dict.fromkeys(("draining", "complete", "canceled"), 0)
+        for target, record in self.records.items():
+            counts[record.status] += 1
+            if record.status == "draining":
+                remaining.set(drain_status(record, self.view, {}).remaining, target)
+            else:
+                remaining.remove(target)
+        for status, count in counts.items():
+            drains.set(count, status)
+
+    # -- operator calls ------------------------------------------------------------------
+
+    async def _operate(self, target: str, change: Change) -> DrainStatus:
+        """Change the records with `change` (given the records, a fresh view and now),
+        then run a pass with its effects first; the drain's status once written."""
+        await self.ready.wait()
+        async with self._lock:
+            view = await self._read_view()
+            records = dict(self.records)
+            effects = change(records, view, time.time())
+            await self._pass(effects, records)
+            if self._wanted:
+                self.request()
+            return drain_status(self.records[target], self.view, self._facts())
+
+    async def drain_node(
+        self, name: str, deadline: float | None, max_parallel: int, priority: int, message: str
+    ) -> DrainStatus:
+        target = node_target(name)
+
+        def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
+            records[target], effects = node.drain_node(
+                records.get(target), name, view, now, deadline=deadline,
+                max_parallel=max_parallel, priority=priority, message=message,
+            )  # fmt: skip
+            return effects
+
+        return await self._operate(target, change)
+
+    async def cancel_node_drain(self, name: str, keep_drained: bool) -> DrainStatus:
+        target = node_target(name)
+        await self.ready.wait()
+        if target not in self.records:
+            raise errors.NotFound(f"node {name!r} never drained (`lw node drain-status`)")
+
+        def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
+            records[target] = node.cancel_node_drain(
+                records[target], now, keep_drained=keep_drained
+            )
+            return []
+
+        return await self._operate(target, change)
+
+    async def drain_queue(self, mode: str, deadline: float | None, message: str) -> DrainStatus:
+        def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
+            records[QUEUE_TARGET] = queue_core.drain_queue(
+                records.get(QUEUE_TARGET), now, mode=mode, deadline=deadline, message=message
+            )
+            return []
+
+        return await self._operate(QUEUE_TARGET, change)
+
+    async def undrain_queue(self) -> None:
+        await self.ready.wait()
+        if QUEUE_TARGET not in self.records:
+            return
+
+        def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
+            records[QUEUE_TARGET], effects = queue_core.undrain_queue(records[QUEUE_TARGET], now)
+            return effects
+
+        await self._operate(QUEUE_TARGET, change)
+
+    # -- queries -------------------------------------------------------------------------
+
+    async def query(self) -> list[DrainStatus]:
+        """Every node drain, then the queue drain if any."""
+        await self.ready.wait()
+        facts = self._facts()
+        order = sorted(self.records, key=lambda t: (t == QUEUE_TARGET, t))
+        return [drain_status(self.records[t], self.view, facts) for t in order]
+
+    def queue_status(self) -> DrainStatus | None:
+        """The queue drain's status, if there is one (for query_queue_info)."""
+        record = self.records.get(QUEUE_TARGET)
+        return None if record is None else drain_status(record, self.view, self._facts())
+
+    async def wait_for_change(self, target: str, since: int, timeout: float) -> DrainChange | str:
+        """The drain's status and events after `since`, as soon as there are any."""
+        check_target(target)
+        await self.ready.wait()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(0.0, timeout), MAX_WAIT)
+        while True:
+            record = self.records.get(target)
+            if record is None:
+                raise errors.NotFound(f"{target} has no drain (see `lw node drain-status`)")
+            events = events_since(record, since)
+            if events:
+                status = drain_status(record, self.view, self._facts())
+                return DrainChange(status=status, events=[list(e) for e in events])
+            left = deadline - loop.time()
+            if left <= 0:
+                return "nochange"
+            fut = self._changed.get(target)
+            if fut is None or fut.done():
+                fut = loop.create_future()
+                self._changed[target] = fut
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), left)
+            except TimeoutError:
+                return "nochange"
