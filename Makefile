@@ -16,7 +16,7 @@ run: $(STAMP)
 	$(BIN)/lw up --demo --state-dir .lw/state --run-dir .lw/run
 
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # Every SPEC §11 figure: each script's JSON, then the table figure | measured | target | met?
 # (JSON kept in .lw/bench; `$(BIN)/python bench/report.py --help` for --only/--all).

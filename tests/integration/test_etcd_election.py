@@ -31,7 +31,7 @@ from client.daemon.etcd.leader import LeaderElection
 from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
 from client.daemon.etcd.wire import op_put
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 TTL = 3.0
 MARGIN = 2.0  # etcd checks lease expiry every 0.5 s; the rest is scheduling under load

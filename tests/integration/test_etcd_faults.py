@@ -23,7 +23,7 @@ from client.daemon.etcd.leader import LeaderElection
 from client.daemon.etcd.wire import op_put
 from client.errors import StorageError
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 TIMEOUT = 2.0  # a short budget per call, where calls are to fail
 TTL = 3.0

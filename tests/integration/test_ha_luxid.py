@@ -29,7 +29,7 @@ from luxid_testlib import FINAL, delay, kill9, process_alive
 
 from client import errors
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

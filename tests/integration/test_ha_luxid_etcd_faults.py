@@ -23,7 +23,7 @@ from luxid_testlib import delay
 
 from client import LuxiClient, errors
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from client import LuxiClient, errors
 from client.daemon.etcd.client import EtcdClient
 from luxid.store.etcd_keys import JobKeys, decode_job
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 FAILOVERS = 20
 

@@ -21,7 +21,7 @@ from ha_testlib import WconfdNode, first_answer, store_url, wait_master
 
 from client import WConfdClient, errors
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture
