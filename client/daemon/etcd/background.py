@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 
 
-class Background:
+class Background(ABC):
     """Subclasses give `_run` (the loop) and `_release` (undo what the loop holds)."""
 
     def __init__(self, task_name: str) -> None:
@@ -32,8 +33,10 @@ class Background:
             self._task = None
         await self._release()
 
+    @abstractmethod
     async def _run(self) -> None:
-        raise NotImplementedError
+        """The loop; it runs until cancelled."""
 
+    @abstractmethod
     async def _release(self) -> None:
-        raise NotImplementedError
+        """Give back what the loop holds (e.g. revoke its lease)."""
