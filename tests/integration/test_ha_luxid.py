@@ -77,12 +77,15 @@ def test_kill9_of_the_master_loses_no_job_and_runs_no_opcode_twice(nodes: list[N
         assert time.monotonic() < deadline
         time.sleep(0.05)
     before = rows(one.lc, done, "status", "opexec")
-    running = one.lc.submit_job(ops=[delay(60)])
+    running = one.lc.submit_job(ops=[delay(60, log_messages=["executing"])])
     behind = one.lc.submit_job(ops=[delay(depends=[[running, ["error", "success"]]])])
     queued_many = one.lc.submit_many_jobs(jobs=[[delay()] for _ in range(20)])
     acknowledged = [running, behind, *(job_id for _ok, job_id in queued_many)]
+    # Wait for the opcode's own log line: its process writes it only once luxid answered
+    # its `running` report, which luxid does once the running gate is in etcd (`opstatus`
+    # shows "running" as soon as luxid took the report, before that commit).
     deadline = time.monotonic() + 30
-    while rows(one.lc, [running], "opstatus")[running][0][0] != "running":
+    while not rows(one.lc, [running], "oplog")[running][0][0]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     (pid,) = rows(one.lc, [running], "process_id")[running]
