@@ -1,4 +1,12 @@
-"""Shared fixtures: real daemons on temporary directories, reached through their sockets."""
+"""Shared fixtures: real daemons on temporary directories, reached through their sockets.
+
+`--store etcd` (default `local`) runs every wconfd and luxid the suite starts through
+`daemon_factory` on the session's real three-member etcd cluster instead of local files
+(SPEC §13), each run/state directory pair under a key prefix of its own as node `node1`;
+a start returns once the daemon serves as master, so the tests themselves do not change.
+Tests about the local files themselves carry `@pytest.mark.local_store(reason)` and skip
+there, saying why.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +24,90 @@ from typing import Any
 import pytest
 
 BIN = Path(sys.executable).parent
+INTEGRATION = Path(__file__).parent / "integration"
+# Under --store etcd every daemon of one run/state directory pair is this control-plane node.
+NODE = "node1"
+# The store-parametrised fixtures' (wconfd, make_stack's) explicit etcd variant; see
+# pytest_collection_modifyitems.
+ETCD_PARAM = "etcd"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store",
+        choices=("local", "etcd"),
+        default="local",
+        help="where the wconfd and luxid the tests start keep their state: local files "
+        "(default) or the session's three-member etcd cluster (SPEC §13)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "local_store(reason): the test is about the local store's files; skipped under "
+        "--store etcd, saying why",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --store etcd: skip the local-store tests (their reason given) and the explicit
+    etcd variants of store-parametrised tests (the default run ran them, and their default
+    variant now runs on etcd too)."""
+    if config.getoption("--store") != "etcd":
+        return
+    for item in items:
+        marker = item.get_closest_marker("local_store")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else marker.kwargs["reason"]
+            item.add_marker(pytest.mark.skip(reason=f"local store only: {reason}"))
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if ETCD_PARAM in params.values():
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="the explicit etcd variant runs in the default run; under "
+                    "--store etcd its default variant is on etcd as well"
+                )
+            )
+
+
+class EtcdPlacement:
+    """Where the daemons of one run/state directory pair keep their state under --store
+    etcd: one key prefix of their own, node NODE. luxid serves only while its node holds
+    the leader key (SPEC §13), normally through its wconfd; while no wconfd of the pair
+    runs, an election candidate process (etcd_testlib.Candidate) holds it for the node, as
+    a wconfd would, so a luxid started alone serves too."""
+
+    def __init__(self, endpoints: list[str], prefix: str) -> None:
+        self.endpoints = endpoints
+        self.prefix = prefix
+        self.url = "etcd://" + ",".join(e.removeprefix("http://") for e in endpoints) + prefix
+        self.daemons: list[DaemonProcess] = []
+        self.candidate: Any = None
+
+    def args(self) -> tuple[str, ...]:
+        return ("--store", self.url, "--node", NODE)
+
+    def before_start(self, daemon: DaemonProcess) -> None:
+        """A wconfd takes the leader key itself (revoking a stand-in's lease, which names
+        its node); a luxid without a running wconfd gets a stand-in."""
+        if daemon.name == "wconfd":
+            self.close()
+        elif not any(d.name == "wconfd" and d.running for d in self.daemons):
+            self.stand_in()
+
+    def stand_in(self) -> None:
+        if self.candidate is None or self.candidate.proc.poll() is not None:
+            from etcd_testlib import Candidate
+
+            self.candidate = Candidate(self.endpoints, self.prefix, NODE)
+            self.candidate.wait_for("elected", 15)
+
+    def close(self) -> None:
+        if self.candidate is not None:
+            self.candidate.close()
+            self.candidate = None
 
 
 class DaemonProcess:
@@ -29,9 +121,20 @@ class DaemonProcess:
         self.socket = self.run_dir / f"{name}.sock"
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = root / f"{name}.log"
+        # Set (by daemon_factory under --store etcd) for a wconfd or luxid on etcd.
+        self.placement: EtcdPlacement | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def start(self, *more: str, wait: bool = True) -> DaemonProcess:
-        """Start the daemon and (by default) wait until it accepts connections."""
+        """Start the daemon and (by default) wait until it accepts connections (and, on
+        etcd, serves as master)."""
+        store: tuple[str, ...] = ()
+        if self.placement is not None:
+            self.placement.before_start(self)
+            store = self.placement.args()
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             [
@@ -41,6 +144,7 @@ class DaemonProcess:
                 "--state-dir",
                 str(self.state_dir),
                 *self.extra,
+                *store,
                 *more,
             ],
             stdout=log,
@@ -52,7 +156,8 @@ class DaemonProcess:
         return self
 
     def wait_ready(self, timeout: float = 20.0) -> None:
-        """Block until the socket accepts a connection."""
+        """Block until the socket accepts a connection (and, on etcd, get_role says
+        master)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -60,9 +165,20 @@ class DaemonProcess:
                 raise RuntimeError(f"lw-{self.name} exited {self.proc.returncode}:\n{self.log()}")
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
                 sock.connect(str(self.socket))
-                return
+                if self.placement is None or self._serves_as_master():
+                    return
             time.sleep(0.02)
         raise TimeoutError(f"lw-{self.name} did not come up:\n{self.log()}")
+
+    def _serves_as_master(self) -> bool:
+        from client import LuxiClient, WConfdClient, errors
+
+        make = WConfdClient if self.name == "wconfd" else LuxiClient
+        try:
+            with make(self.socket, timeout=5) as client:
+                return client.get_role().role == "master"
+        except errors.RpcError:
+            return False
 
     def log(self) -> str:
         """Everything the daemon wrote to stderr so far."""
@@ -90,26 +206,44 @@ class DaemonProcess:
 
 
 @pytest.fixture
-def daemon_factory(tmp_path: Path) -> Iterator[type[DaemonProcess]]:
-    """Make DaemonProcess objects under tmp_path; all are stopped at the end."""
+def daemon_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[type[DaemonProcess]]:
+    """Make DaemonProcess objects under tmp_path; all are stopped at the end. Under
+    --store etcd a wconfd or luxid (unless given its own --store) goes on etcd, with the
+    placement of its run/state directories (so a restart finds its state again)."""
     made: list[DaemonProcess] = []
+    placements: dict[Path, EtcdPlacement] = {}
+    on_etcd = request.config.getoption("--store") == "etcd"
+
+    def placement(root: Path) -> EtcdPlacement:
+        if root not in placements:
+            cluster = request.getfixturevalue("etcd_cluster")
+            placements[root] = EtcdPlacement(cluster.endpoints, f"/t/{uuid.uuid4().hex[:12]}")
+        return placements[root]
 
     class Factory(DaemonProcess):
         def __init__(self, name: str, *extra: str, root: Path | None = None) -> None:
-            super().__init__(name, root or tmp_path, *extra)
+            root = (root or tmp_path).resolve()
+            super().__init__(name, root, *extra)
+            if on_etcd and name in ("wconfd", "luxid") and "--store" not in extra:
+                self.placement = placement(root)
+                self.placement.daemons.append(self)
             made.append(self)
 
     yield Factory
     for d in made:
-        if d.proc is not None and d.proc.poll() is None:
+        if d.running:
             d.stop()
+    for p in placements.values():
+        p.close()
 
 
 @pytest.fixture(scope="session")
 def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real three-member etcd cluster on loopback for the session (skips, saying why,
     where no etcd binary exists); tests keep apart by key prefix (`etcd_store_url`)."""
-    sys.path.insert(0, str(Path(__file__).parent / "integration"))
+    sys.path.insert(0, str(INTEGRATION))
     from etcd_testlib import running_cluster
 
     with running_cluster(tmp_path_factory.mktemp("etcd")) as cluster:
