@@ -42,14 +42,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "local_store(reason): the test is about the local store's files; skipped under "
-        "--store etcd, saying why",
-    )
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under --store etcd: skip the local-store tests (their reason given) and the explicit
     etcd variants of store-parametrised tests (the default run ran them, and their default

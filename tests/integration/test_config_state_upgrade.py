@@ -20,7 +20,10 @@ from wconfd.durable import HeldLocks, load_durable_state, open_local_store
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "wconfd_state_v1"
 DEAD = "job-7:10594:1796102692.33"
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.local_store("loads a state directory of local files written by an old wconfd"),
+]
 
 
 def _copy(tmp_path: Path) -> Path:

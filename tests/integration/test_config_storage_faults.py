@@ -31,7 +31,10 @@ from wconfd.storage.fileops import FileOps
 from wconfd.storage.journal import MAGIC
 from wconfd.storage.store import LocalStore
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.local_store("injects write errors through LocalStore's FileOps"),
+]
 
 
 class FlakyOps(FileOps):

@@ -10,7 +10,10 @@ from client import WConfdClient
 from wconfd.durable import LockChange, Record
 from wconfd.storage.journal import payload_of, scan
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.local_store("reads the records in wconfd.journal"),
+]
 
 
 def _records(state_dir) -> list[Record]:
