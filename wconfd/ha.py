@@ -142,6 +142,7 @@ class HaShell:
 
     async def _take_over(self, term: Term) -> None:
         store = self._term_store = self._store()
+        store.on_write = self.service.metrics.histogram("lockwarden_journal_flush_seconds").observe
         t0 = time.monotonic()
         try:
             await store.load()
