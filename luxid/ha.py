@@ -101,8 +101,14 @@ class HaLuxid:
 
     @property
     def serving(self) -> bool:
-        """client.daemon.roles.Role: a term is running and it is still this node's."""
-        return bool(self.token) and self.wanted == self.token
+        """client.daemon.roles.Role: a term is running, still this node's, and its methods
+        answer (while the term's queue opens, get_role must not say master yet: calls would
+        still meet the standby table)."""
+        return (
+            bool(self.token)
+            and self.wanted == self.token
+            and self.server.methods is not self.standby
+        )
 
     def info(self) -> RoleInfo:
         """client.daemon.roles.Role: what get_role answers on this node."""
