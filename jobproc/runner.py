@@ -172,7 +172,10 @@ class JobRunner:
         for up to `HELLO_PATIENCE` before luxid has answered this process at all (an
         orphan of a luxid that died before recording it must not linger) and
         `JOB_PATIENCE` afterwards; then ConnectionError ends the process, which frees its
-        locks (a restarted luxid then finds the job's process dead).
+        locks (a restarted luxid then finds the job's process dead). On etcd (SPEC §13) a
+        NotMaster naming no master (an election under way) or luxid's own node (a restarted
+        luxid still loading its term) is waited out the same way; one naming another node
+        ends the process (that node's takeover has dealt with the job).
         """
         patience = JOB_PATIENCE if self.acknowledged else HELLO_PATIENCE
         deadline = time.monotonic() + patience
@@ -182,7 +185,9 @@ class JobRunner:
                 answer: Directive = self.luxi.job_report(job_id=self.job_id, event=event)
                 self.acknowledged = True
                 return answer
-            except errors.ConnectionError as exc:
+            except (errors.ConnectionError, errors.NotMaster) as exc:
+                if isinstance(exc, errors.NotMaster) and not self._luxid_settling():
+                    raise
                 if time.monotonic() > deadline:
                     raise errors.ConnectionError(
                         f"luxid unreachable for {patience:.0f} s; giving up the job"
@@ -191,6 +196,15 @@ class JobRunner:
                     log.warning("job %d: luxid unreachable (%s); retrying", self.job_id, exc)
                 time.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
+
+    def _luxid_settling(self) -> bool:
+        """After a NotMaster: whether it is passing (luxid's get_role names no master, or
+        its own node, whose term is still loading)."""
+        try:
+            role = self.luxi.get_role()
+        except errors.RpcError:
+            return True  # luxid went away again: the retry finds out
+        return role.master is None or role.master == role.node
 
     def run_opcode(self, index: int, op_input: Opcode, priority: int, last: bool) -> Directive:
         """One opcode from its locks to its reported end; luxid's next directive.
