@@ -1,5 +1,5 @@
-"""20 forced failovers under a mixed load (SPEC §13, issue 15): two control-plane nodes,
-each a wconfd and a luxid on one real three-member etcd (as `lw up --ha 2` runs them).
+"""20 forced failovers under a mixed load (SPEC §13, issue 15): three control-plane nodes,
+each a wconfd and a luxid on one real three-member etcd (as `lw up --ha 3` runs them).
 
 Through the whole test:
 - config writers add filters (each tagged with its own number) to whichever wconfd
@@ -11,9 +11,10 @@ Through the whole test:
 - job submitters send jobs to whichever luxid serves: OP_NODE_ADD (locks and a config
   write) then OP_TEST_DELAY (a lock, and a log line that a second run would repeat).
 
-Each failover kills -9 the master's wconfd, luxid and job processes, waits until the
-other node serves (checking that the new master holds no lock of the old master's
-processes), then brings the killed node back as the standby.
+Each failover kills -9 the master's wconfd, luxid and job processes (some right after
+their takeover, some after serving a while), waits until another node serves (checking
+that the new master holds no lock of the old master's processes), then brings the killed
+node back as a standby.
 
 At the end: every acknowledged filter and job is there, no filter twice; every job ended
 `success` or with "master failover"; no opcode ran twice: its durable start never
@@ -31,22 +32,25 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from etcd_testlib import EtcdCluster, running_cluster
+from etcd_testlib import EtcdCluster
 from ha_testlib import ControlNode, JobStarts, job_starts, store_url
 from luxid_testlib import FINAL
 
 from client import LuxiClient, errors
 
-pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 FAILOVERS = 20
+NODES = 3
+# How long each master serves before it is killed: some die right after their takeover,
+# some after the load has gone on for a while.
+DWELL = (0.0, 0.3, 0.8)
 FAILOVER_LIMIT = 5.0
 TAG_BASE = 10**9  # filter watermarks above every job id: the filters apply to no job
 DOWN = (errors.NotMaster, errors.ConnectionError, errors.StorageError, OSError)
@@ -87,12 +91,6 @@ TAKER = textwrap.dedent(
             time.sleep(0.05)
     """
 )
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    with running_cluster(tmp_path_factory.mktemp("etcd")) as c:
-        yield c
 
 
 class Load:
@@ -184,6 +182,17 @@ def stop_taker(taker: subprocess.Popen[str]) -> tuple[int, list[str]]:
     return int(lines[-1].split()[1]), lines[:-1]
 
 
+def wait_any_serving(nodes: list[ControlNode], timeout: float) -> ControlNode:
+    """The first of `nodes` to serve as master (wconfd and luxid both)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for node in nodes:
+            if node.serving():
+                return node
+        time.sleep(0.02)
+    raise TimeoutError(f"none of {[n.node for n in nodes]} serves within {timeout} s")
+
+
 def owners_of(node: ControlNode) -> set[str]:
     """The owners of every lock the node's wconfd grants now."""
     with node.wconfd.client("check") as wc:
@@ -191,42 +200,44 @@ def owners_of(node: ControlNode) -> set[str]:
 
 
 def test_twenty_failovers_under_mixed_load_lose_nothing_and_run_nothing_twice(
-    tmp_path: Path, cluster: EtcdCluster
+    tmp_path: Path, etcd_cluster: EtcdCluster
 ) -> None:
+    cluster = etcd_cluster
     prefix = f"/t/{uuid.uuid4().hex}"
     url = store_url(cluster.endpoints, prefix)
-    nodes = [ControlNode(tmp_path, f"node{i}", url) for i in (1, 2)]
+    nodes = [ControlNode(tmp_path, f"node{i}", url) for i in range(1, NODES + 1)]
     takers: dict[str, subprocess.Popen[str]] = {}
     seen: dict[tuple[int, int], float] = {}
     took: list[float] = []
     load = None
     try:
         nodes[0].start().wait_serving(20)
-        nodes[1].start()
+        for node in nodes[1:]:
+            node.start()
         takers = {n.node: start_taker(n) for n in nodes}
         load = Load(nodes)
-        started = time.monotonic()
-        for _ in range(FAILOVERS):
-            master = next(n for n in nodes if n.serving())
-            other = next(n for n in nodes if n is not master)
-            time.sleep(0.5)  # let locks, writes and jobs go on under this master
+        master = nodes[0]
+        for i in range(FAILOVERS):
+            time.sleep(DWELL[i % len(DWELL)])  # locks, writes and jobs go on under it
             dead_jobs = master.die()
             killed = time.monotonic()
             check_once(seen, job_starts(cluster.endpoints, prefix))
-            other.wait_serving(FAILOVER_LIMIT + 10)
+            others = [n for n in nodes if n is not master]
+            new = wait_any_serving(others, FAILOVER_LIMIT + 10)
             took.append(time.monotonic() - killed)
             # The old master's processes (its lock taker lives on, its job processes are
             # dead) hold nothing on the new master.
             stale = {
                 owner
-                for owner in owners_of(other)
+                for owner in owners_of(new)
                 if owner.startswith(f"taker-{master.node}:") or _pid(owner) in dead_jobs
             }
             assert not stale, f"the new master holds locks of the old master's processes: {stale}"
-            master.start()  # back as the standby
+            master.start()  # back as a standby
+            master = new
         load.close()
         assert not load.failures, load.failures
-        final = next(n for n in nodes if n.serving())
+        final = master
         grants = {}
         for name, taker in takers.items():
             grants[name], problems = stop_taker(taker)
@@ -237,7 +248,6 @@ def test_twenty_failovers_under_mixed_load_lose_nothing_and_run_nothing_twice(
         check_once(seen, job_starts(cluster.endpoints, prefix))
         check_jobs(final, load.jobs, {job_id for job_id, _ in seen})
         assert max(took) <= FAILOVER_LIMIT, f"failover times {took}"
-        assert time.monotonic() - started < 240, "the test takes too long for CI"
     finally:
         if load is not None:
             load.close()
