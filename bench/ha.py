@@ -7,7 +7,13 @@
 - lock cycles/s (acquire + release, each durable before its answer: on etcd a committed
   transaction): one client, and WORKERS client processes at once (group commit shares
   transactions between them), on the local store and on etcd in the same run (target on
-  etcd ≥ 300/s).
+  etcd ≥ 300/s);
+- the floor of one client's lock cycles on etcd, measured in the same run: a sync client's
+  cycle is two answered calls, each one etcd transaction committed before its answer, so
+  no cycle can be faster than two transactions through our etcd client (the JSON gateway
+  over aiohttp) one after the other: floor = 1 / (2 x txn latency). Beside it the
+  latency of one fenced transaction (the fence compare, the commit marker: what wconfd
+  sends) and measured/floor, the share of the floor wconfd reaches.
 
 The etcd cluster comes from the test harness (tests/integration/etcd_testlib.py) and the
 nodes from tests/integration/ha_testlib.py, so bench and tests run them the same way.
@@ -16,12 +22,17 @@ Prints one JSON document. `LW_BENCH_TRIALS` overrides the number of failover tri
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
+import urllib.request
+import uuid
 from pathlib import Path
 
 sys.path.append(sys.path.pop(0))  # as in death.py: this folder's queue.py must not shadow queue
@@ -31,8 +42,14 @@ from _util import cpu_count, daemon, failover_summary
 from etcd_testlib import EtcdCluster, etcd_binary
 from ha_testlib import WconfdNode, first_answer, store_url, wait_master
 
+from client.daemon.etcd.client import EtcdClient
+from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.wire import cmp_create, op_put
+
 SECONDS = 3.0
 WORKERS = 8
+KV_SERVICE = 'grpc_service="etcdserverpb.KV"'
+TXNS, WARMUP = 500, 50  # transactions timed for the floor, after a few untimed ones
 
 WORKER = textwrap.dedent(
     """
@@ -49,13 +66,14 @@ WORKER = textwrap.dedent(
         wc.try_update_locks([[lock, "exclusive"]])
         wc.try_update_locks([[lock, "release"]])
         count += 1
-    print(count / (time.perf_counter() - start), flush=True)
+    print(count / (time.perf_counter() - start), count, flush=True)
     """
 )
 
 
-def clients(socket: Path, workers: int) -> float:
-    """Aggregate cycles/s of `workers` client processes started together."""
+def clients(socket: Path, workers: int) -> tuple[float, int]:
+    """Aggregate cycles/s of `workers` client processes started together, and the number
+    of cycles they made."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(socket), str(i), str(SECONDS)],
@@ -71,17 +89,75 @@ def clients(socket: Path, workers: int) -> float:
         assert p.stdin is not None
         p.stdin.write("go\n")
         p.stdin.flush()
-    total = 0.0
+    total, cycles = 0.0, 0
     for p in procs:
         out, _ = p.communicate(timeout=SECONDS + 60)
-        total += float(out.strip())
+        rate, count = out.split()
+        total += float(rate)
+        cycles += int(count)
+    return total, cycles
+
+
+def kv_requests(cluster: EtcdCluster) -> float:
+    """KV requests (range, put, delete, txn) the etcd members have handled so far, from
+    their Prometheus metrics (the JSON gateway's calls are counted as gRPC calls)."""
+    total = 0.0
+    for member in cluster.members:
+        with urllib.request.urlopen(member.client_url + "/metrics", timeout=5) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith("grpc_server_handled_total{") and KV_SERVICE in line:
+                    total += float(line.rsplit(" ", 1)[1])
     return total
 
 
-def lock_rates(socket: Path) -> dict[str, int]:
+def lock_rates(socket: Path, cluster: EtcdCluster | None = None) -> dict[str, float]:
+    """Cycles/s of one client and of WORKERS; on etcd (`cluster`) also the etcd requests
+    one client's cycle costs (2: one transaction per call, nothing more)."""
+    before = kv_requests(cluster) if cluster else 0.0
+    one, cycles = clients(socket, 1)
+    rates: dict[str, float] = {"one_client": round(one)}
+    if cluster is not None:
+        rates["etcd_requests_per_cycle"] = round((kv_requests(cluster) - before) / cycles, 2)
+    rates[f"{WORKERS}_clients"] = round(clients(socket, WORKERS)[0])
+    return rates
+
+
+async def txn_latencies(endpoints: list[str]) -> tuple[float, float]:
+    """Mean seconds of one etcd transaction through EtcdClient, one after the other: a
+    bare one (one put) and a fenced one (FencedWriter.commit, as wconfd writes)."""
+    prefix = f"/bench-floor/{uuid.uuid4().hex}"
+    async with EtcdClient(endpoints) as client:
+        leader = f"{prefix}/leader".encode()
+        made = await client.txn([cmp_create(leader, 0)], [op_put(leader, "bench")])
+        writer = FencedWriter(client, leader, made.header.revision)
+
+        async def bare(i: int) -> None:
+            await client.txn([], [op_put(f"{prefix}/bare/{i % 100}", "x" * 100)])
+
+        async def fenced(i: int) -> None:
+            await writer.commit([op_put(f"{prefix}/fenced/{i % 100}", "x" * 100)])
+
+        means = []
+        for one in (bare, fenced):
+            took = []
+            for i in range(WARMUP + TXNS):
+                t0 = time.perf_counter()
+                await one(i)
+                took.append(time.perf_counter() - t0)
+            means.append(statistics.mean(took[WARMUP:]))
+        await client.delete(f"{prefix}/", prefix=True)
+    return means[0], means[1]
+
+
+def lock_floor(endpoints: list[str], one_client: float) -> dict[str, float]:
+    """The floor of one client's cycles/s on etcd and how close `one_client` comes."""
+    bare, fenced = asyncio.run(txn_latencies(endpoints))
+    floor = 1 / (2 * bare)
     return {
-        "one_client": round(clients(socket, 1)),
-        f"{WORKERS}_clients": round(clients(socket, WORKERS)),
+        "txn_latency_ms": round(bare * 1000, 3),
+        "fenced_txn_latency_ms": round(fenced * 1000, 3),
+        "floor_cycles_per_s": round(floor),
+        "ratio_measured_to_floor": round(one_client / floor, 2),
     }
 
 
@@ -125,11 +201,13 @@ def main() -> None:
                 local = lock_rates(run / "wconfd.sock")
             url = store_url(cluster.endpoints, "/bench-locks")
             with daemon("wconfd", "--store", url, "--node", "bench") as (run, _):
-                on_etcd = lock_rates(run / "wconfd.sock")
+                on_etcd = lock_rates(run / "wconfd.sock", cluster)
+            floor = lock_floor(cluster.endpoints, on_etcd["one_client"])
             result = {
                 "cores": cpu_count(),
                 "etcd_members": len(cluster.members),
                 "lock_cycles_per_s": {"local": local, "etcd": on_etcd, "target_etcd": 300},
+                "etcd_one_client_floor": floor,
                 "failover_kill9_to_first_answer": failover(root, cluster.endpoints, trials),
             }
         finally:

@@ -7,7 +7,6 @@ executing keeps its start time forever: a second run would give it a new one).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
 import time
@@ -21,11 +20,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 from ha_luxid_testlib import FAILOVER_LIMIT, Node
+from ha_testlib import job_starts
 from luxid_testlib import FINAL, delay
 
 from client import LuxiClient, errors
-from client.daemon.etcd.client import EtcdClient
-from luxid.store.etcd_keys import JobKeys, decode_job
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -60,25 +58,6 @@ class Load:
             time.sleep(0.02)
 
 
-def durable_executions(endpoints: list[str], prefix: str) -> dict[tuple[int, int], float]:
-    """(job, opcode) → its opexec timestamp, for every opcode whose start is durable (read
-    from etcd itself: what luxid shows may be ahead of its commit; a job process runs an
-    opcode only once its start is committed)."""
-    keys = JobKeys(prefix)
-
-    async def read() -> dict[tuple[int, int], float]:
-        out = {}
-        async with EtcdClient(endpoints) as client:
-            for root in (keys.live_prefix, keys.archive_prefix):
-                for kv in (await client.range(root, prefix=True)).kvs:
-                    for index, op in enumerate(decode_job(kv.key, kv.value).ops):
-                        if op.exec_ts is not None:
-                            out[(int(kv.key[len(root) :]), index)] = op.exec_ts
-        return out
-
-    return asyncio.run(read())
-
-
 def check_once(seen: dict[tuple[int, int], float], now: dict[tuple[int, int], float]) -> None:
     """No opcode durably started gets a new start: it never ran a second time."""
     twice = {k: (seen[k], v) for k, v in now.items() if k in seen and seen[k] != v}
@@ -104,7 +83,7 @@ def test_twenty_forced_failovers_lose_nothing_and_run_nothing_twice(
             other = next(n for n in nodes if n is not master)
             time.sleep(0.3)  # let jobs start and run on this master
             master.die()
-            check_once(seen, durable_executions(cluster.endpoints, prefix))
+            check_once(seen, job_starts(cluster.endpoints, prefix).exec_ts)
             killed = time.monotonic()
             other.wait_serving(FAILOVER_LIMIT + 10)
             took.append(time.monotonic() - killed)
@@ -124,7 +103,7 @@ def test_twenty_forced_failovers_lose_nothing_and_run_nothing_twice(
             time.sleep(0.2)
         for job_id, status, results in rows:
             assert status == "success" or "master failover" in results, (job_id, status, results)
-        check_once(seen, durable_executions(cluster.endpoints, prefix))
+        check_once(seen, job_starts(cluster.endpoints, prefix).exec_ts)
         assert max(took) <= FAILOVER_LIMIT, f"failover times {took}"
     finally:
         if load is not None:
