@@ -9,7 +9,10 @@
    cycles/s (target >= 3,000/s), no lost update (each lock guards a counter file the
    holder increments), fairness: max wait <= 20x the median wait; and how many journal
    flushes a cycle took (group commit: concurrent changes share one RWF_DSYNC write,
-   so well under 1 when the clients overlap), read from wconfd's own flush counter.
+   so well under 1 when the clients overlap), read from wconfd's own flush counter;
+   and the CPU a cycle costs in wconfd and in the clients, with the rate that CPU allows
+   on this machine's cores (`contended_cpu_bound_cycles_per_s`: what the contended
+   figure is bound by when the disk is not).
 
 The disk floor is measured in the same run, alternating with (1), on the state
 directory's disk: one RWF_DSYNC write of a lock record into preallocated space
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +39,7 @@ from pathlib import Path
 # _util is still found here.
 sys.path.append(sys.path.pop(0))
 
+import psutil
 from _util import daemon
 
 from client import WConfdClient
@@ -129,6 +134,7 @@ def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
     client.ping()
     waits: list[float] = []
     cycles = 0
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         n = rng.randrange(LOCKS)
@@ -141,13 +147,31 @@ def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
         path.write_text(str(int(path.read_text()) + 1))
         client.try_update_locks([[lock, "release"]])
         cycles += 1
-    print(json.dumps({"cycles": cycles, "waits": waits}))
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = now.ru_utime + now.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(json.dumps({"cycles": cycles, "waits": waits, "cpu_s": cpu_s}))
+
+
+def daemon_process(socket: Path) -> psutil.Process:
+    """The wconfd serving `socket` (started by bench._util.daemon with its run dir)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if any("lw-wconfd" in a for a in cmdline) and str(socket.parent) in cmdline:
+            return proc
+    raise LookupError(f"no lw-wconfd serves {socket}")
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
 
 
 def contended(socket: Path) -> dict[str, float]:
     """Eight processes on four locks: aggregate rate, lost updates, fairness, flushes
     per cycle."""
     flushes_before = journal_flushes(socket)
+    server = daemon_process(socket)
+    server_cpu = cpu_seconds(server)
     with tempfile.TemporaryDirectory() as counters:
         for n in range(LOCKS):
             (Path(counters) / f"c{n}").write_text("0")
@@ -171,8 +195,11 @@ def contended(socket: Path) -> dict[str, float]:
         reports = [json.loads(p.communicate()[0]) for p in procs]
         elapsed = time.perf_counter() - start
         total = sum(int((Path(counters) / f"c{n}").read_text()) for n in range(LOCKS))
+    server_cpu = cpu_seconds(server) - server_cpu
     flushes = journal_flushes(socket) - flushes_before
     cycles = sum(r["cycles"] for r in reports)
+    server_us = server_cpu / cycles * 1e6
+    clients_us = sum(r["cpu_s"] for r in reports) / cycles * 1e6
     waits = [w for r in reports for w in r["waits"]]
     median = statistics.median(waits)
     return {
@@ -182,6 +209,11 @@ def contended(socket: Path) -> dict[str, float]:
         "wait_max_ms": round(max(waits) * 1000, 3),
         "max_over_median": round(max(waits) / median, 1),
         "contended_flushes_per_cycle": round(flushes / cycles, 3),
+        "contended_server_cpu_us_per_cycle": round(server_us, 1),
+        "contended_clients_cpu_us_per_cycle": round(clients_us, 1),
+        "contended_cpu_bound_cycles_per_s": round(
+            len(os.sched_getaffinity(0)) * 1e6 / (server_us + clients_us)
+        ),
     }
 
 

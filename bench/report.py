@@ -89,6 +89,13 @@ def contended(j: Json) -> tuple[str, bool]:
     shown = f"{rate}/s, lost {lost}, max/median wait {fair}"
     if "contended_flushes_per_cycle" in j:
         shown += f", {j['contended_flushes_per_cycle']} flushes/cycle"
+    if "contended_cpu_bound_cycles_per_s" in j:
+        # What the CPU a cycle costs (wconfd + the 8 clients) allows on these cores.
+        shown += (
+            f", CPU/cycle {j['contended_server_cpu_us_per_cycle']} µs wconfd +"
+            f" {j['contended_clients_cpu_us_per_cycle']} µs clients:"
+            f" CPU bound {j['contended_cpu_bound_cycles_per_s']}/s"
+        )
     return shown, rate >= 3000 and lost == 0 and fair <= 20
 
 
