@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 from jsonrpcserver import JsonRpcError, Success
+from jsonrpcserver.sentinels import NODATA
 
 from client.api.declare import Api, MethodSpec
 from client.daemon.roles import STANDBY_METHODS, Role, not_master
@@ -105,11 +106,10 @@ def _response(request_id: Any, result: Any) -> dict[str, Any]:
 
 
 def _error_response(request_id: Any, exc: RpcError | JsonRpcError) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "error": {"code": exc.code, "message": exc.message, "data": exc.data},
-        "id": request_id,
-    }
+    error = {"code": exc.code, "message": exc.message}
+    if exc.data is not NODATA:  # a JsonRpcError raised without data has none on the wire
+        error["data"] = exc.data
+    return {"jsonrpc": "2.0", "error": error, "id": request_id}
 
 
 async def dispatch_one(
