@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any
 sys.path.append(sys.path.pop(0))  # bench/queue.py must not shadow the stdlib's queue
 
 from _util import daemon
+from locks import flush_us
 
 from client import WConfdClient
 from client.api.wconfd import WConfdApi
@@ -57,26 +57,6 @@ def per_call_us(fn: Callable[[], Any], rounds: int = ROUNDS) -> float:
             fn()
         batches.append((time.perf_counter() - t0) / (rounds // 5))
     return statistics.median(batches) * 1e6
-
-
-def flush_us(directory: Path) -> float:
-    """One RWF_DSYNC write of a lock record into preallocated, synced space."""
-    ops = FileOps()
-    fd = ops.open(str(directory / "flush.bin"), os.O_RDWR | os.O_CREAT)
-    try:
-        ops.pwrite(fd, bytes(1 << 20), 0)
-        ops.fsync(fd)
-        frame = encode_frame(b"x" * 60, 1, 1)
-        pos = 0
-
-        def write() -> None:
-            nonlocal pos
-            ops.pwrite_dsync(fd, frame, pos)
-            pos = (pos + len(frame)) % (1 << 19)
-
-        return per_call_us(write, 500)
-    finally:
-        ops.close(fd)
 
 
 def in_process() -> dict[str, float]:

@@ -4,13 +4,14 @@ The job process marks each step it reaches (forked, loop, hello — its first di
 known —, locked, running, executed, released, finished, exit); at its end it logs them on one DEBUG
 line
 
-    timeline {"job": 42, "forked": 1732950000.1234, ..., "cpu_ms": 3.1}
+    timeline {"job": 42, "forked": 1732950000.1234, ..., "cpu_ms": 3.1, "minflt": 310}
 
 as wall-clock seconds (comparable with luxid's job timestamps and across processes)
-plus the CPU the process used.  `bench/job_life.py` runs jobs with LW_LOG_LEVEL=DEBUG
-and turns these lines into the per-step breakdown.  A step of a later opcode overwrites
-the earlier opcode's mark: the breakdown is of one-opcode jobs.  Marking costs a clock
-read, so it is always on; only the log line depends on the level.
+plus the CPU the process used and its minor page faults (in a child of the zygote,
+mostly copy-on-write copies of the pages it touched).  `bench/job_life.py` runs jobs
+with LW_LOG_LEVEL=DEBUG and turns these lines into the per-step breakdown.  A step of a
+later opcode overwrites the earlier opcode's mark: the breakdown is of one-opcode jobs.
+Marking costs a clock read, so it is always on; only the log line depends on the level.
 """
 
 from __future__ import annotations
@@ -41,4 +42,5 @@ class Timeline:
         self.mark("exit")
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu_ms = round((usage.ru_utime + usage.ru_stime) * 1000, 3)
-        log.debug("timeline %s", json.dumps({"job": self.job_id, **self.marks, "cpu_ms": cpu_ms}))
+        marks = {"job": self.job_id, **self.marks, "cpu_ms": cpu_ms, "minflt": usage.ru_minflt}
+        log.debug("timeline %s", json.dumps(marks))
