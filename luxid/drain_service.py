@@ -160,6 +160,8 @@ class DrainService:
         while True:
             try:
                 stored = await self.link.client.list_objects(kind="drain")
+                # Before the first query: a status is computed on the view.
+                await self._read_view()
                 break
             except errors.RpcError as exc:
                 log.warning("cannot read the drains: %s; retrying", exc.message)
