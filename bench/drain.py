@@ -4,6 +4,8 @@
   migrations of 0 s (target ≤ 15 s); `moves_per_s` follows from it.
 - `max_concurrent_moves`: the most migration jobs running at one time, from the jobs'
   start and end timestamps (must not exceed max_parallel).
+- `record_bytes`, `record_writes`: the drain record's final size (JSON) and how many
+  times luxid wrote it to wconfd during the drain.
 - `deadline_delay_ms`: how late a deadline fires — the "deadline passed" event's time
   minus the stored deadline — for `--deadlines` queue drains and one node drain whose
   move waits for a lock (target ≤ 100 ms).
@@ -92,12 +94,17 @@ def big_drain(run: Path, instances: int, max_parallel: int) -> dict[str, Any]:
         moves = [r for r in rows if r is not None and r[0][0]["OP_ID"] == "OP_INSTANCE_MIGRATE"]
         assert len(moves) == instances and all(r[3] == "success" for r in moves)
         overlap = max_overlap([(r[1], r[2]) for r in moves])
+    with WConfdClient(run / "wconfd.sock", name="bench-reader") as wc:
+        record = wc.get_object(kind="drain", key="node/src")
     return {
         "instances": instances,
         "max_parallel": max_parallel,
         "complete_s": round(elapsed, 2),
         "moves_per_s": round(instances / elapsed, 1),
         "max_concurrent_moves": overlap,
+        # What the drain record costs: its final size and how often luxid wrote it.
+        "record_bytes": len(json.dumps(record)),
+        "record_writes": record["serial_no"],
     }
 
 

@@ -58,7 +58,7 @@ from luxid.drains import (
 )
 from luxid.drains import queue as queue_core
 from luxid.drains.effects import TAG_SOURCE
-from luxid.drains.record import FINALIZED
+from luxid.drains.record import FINALIZED, KILL_AFTER
 from luxid.drains.view import place
 from luxid.jobs import Job, is_finalized, job_status
 from luxid.queue import MAX_WAIT, Queue
@@ -126,8 +126,10 @@ class DrainService:
         submit: SubmitFn,
         put_rule: PutRuleFn,
         drop_rule: DropRuleFn,
+        kill_after: float = KILL_AFTER,
     ) -> None:
         self.queue = queue
+        self.kill_after = kill_after  # a queue drain's deadline: when to kill (§12.2)
         self.link = link
         self.metrics = metrics
         self._submit = submit
@@ -158,6 +160,8 @@ class DrainService:
         while True:
             try:
                 stored = await self.link.client.list_objects(kind="drain")
+                # Before the first query: a status is computed on the view.
+                await self._read_view()
                 break
             except errors.RpcError as exc:
                 log.warning("cannot read the drains: %s; retrying", exc.message)
@@ -289,7 +293,7 @@ class DrainService:
         records, more = moves.step(base, view, jobs, now, place)
         queued = records.get(QUEUE_TARGET)
         if queued is not None:
-            records[QUEUE_TARGET], extra = queue_core.step(queued, jobs, now)
+            records[QUEUE_TARGET], extra = queue_core.step(queued, jobs, now, self.kill_after)
             more += extra
         effects = effects + more
         records = await self._carry_out(records, effects, now)

@@ -14,6 +14,7 @@ from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_
 from client.daemon.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
+from luxid.drains.record import KILL_AFTER
 from luxid.ha import HaLuxid
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.shutdown import finish_tasks
@@ -43,7 +44,17 @@ def main(argv: list[str] | None = None) -> int:
         help="how job processes start: forked from a warm zygote (default) or a fresh "
         "`python -m jobproc <id>` each",
     )
+    parser.add_argument(
+        "--drain-kill-after",
+        type=float,
+        default=KILL_AFTER,
+        metavar="SECONDS",
+        help="a queue drain's deadline cancels the jobs accepted before it; those still "
+        f"running this long after it are killed (SPEC §12.2; default {KILL_AFTER:g})",
+    )
     args = parser.parse_args(argv)
+    if not args.drain_kill_after >= 0:
+        parser.error("--drain-kill-after must be >= 0 seconds")
     run_dir = paths.run_dir(args.run_dir)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
@@ -56,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
 
         async def make_term(store: JobStore) -> LuxidTerm:
             return await LuxidTerm.start(
-                store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir)
-            )
+                store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir),
+                drain_kill_after=args.drain_kill_after,
+            )  # fmt: skip
 
         server = RpcServer(
             socket_path, {}, max_message_bytes=args.max_message_bytes, group=args.group

@@ -27,6 +27,7 @@ from client.daemon.server import Connection
 from client.filterrules import FilterRule
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.drain_service import DrainService
+from luxid.drains.record import KILL_AFTER
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
 from luxid.queue import Queue
@@ -47,13 +48,16 @@ def check_job(ops: list[Opcode]) -> None:
 class LuxidService(CommonMethods):
     """Implements client.api.luxi.LuxiApi over a Queue and a WconfdLink."""
 
-    def __init__(self, queue: Queue, config: WconfdLink) -> None:
+    def __init__(
+        self, queue: Queue, config: WconfdLink, drain_kill_after: float = KILL_AFTER
+    ) -> None:
         self.queue = queue
         self.config = config
         self.metrics = queue.metrics
         self.drains = DrainService(
             queue, config, self.metrics,
             submit=self._submit_internal, put_rule=self._put_rule, drop_rule=self._drop_rule,
+            kill_after=drain_kill_after,
         )  # fmt: skip
         queue.live.on_change = self.drains.jobs_changed
         config.on_change = self.drains.config_changed

@@ -19,6 +19,7 @@ from client.api.luxi import LuxiApi
 from client.daemon.dispatch import Handler, build_methods
 from client.daemon.procwatch import ProcessKey, is_alive
 from client.metrics import instrument
+from luxid.drains.record import KILL_AFTER as DRAIN_KILL_AFTER
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
@@ -47,12 +48,15 @@ class LuxidTerm:
         make_spawner: Callable[[JobProcesses], Spawner],
         sweep_interval: float,
         wconfd_socket: Path,
+        *,
+        drain_kill_after: float = DRAIN_KILL_AFTER,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
-        wconfd's configuration."""
+        wconfd's configuration.  `drain_kill_after`: how long after a queue drain's
+        deadline its canceled jobs still running are killed (§12.2)."""
         queue = Queue(store, make_spawner, sweep_interval)
         config = WconfdLink(wconfd_socket, queue.config_changed)
-        term = cls(queue, config, LuxidService(queue, config))
+        term = cls(queue, config, LuxidService(queue, config, drain_kill_after))
         await queue.open()
         config.start()
         term.service.drains.start()

@@ -126,9 +126,10 @@ def filter_set(
 
 
 def step(
-    record: DrainRecord, jobs: Mapping[int, JobFacts], now: float
+    record: DrainRecord, jobs: Mapping[int, JobFacts], now: float, kill_after: float = KILL_AFTER
 ) -> tuple[DrainRecord, list[Effect]]:
-    """One pass: follow the waited-for jobs, fire the deadline, kill, complete."""
+    """One pass: follow the waited-for jobs, fire the deadline, kill those still running
+    `kill_after` s after it, complete."""
     old = record
     record = refresh(record, jobs, now)
     if record.status != "draining" or record.filter_uuid is None:
@@ -142,7 +143,7 @@ def step(
         record = msgspec.structs.replace(
             record,
             deadline_reached=True,
-            kill_at=now + KILL_AFTER,
+            kill_at=now + kill_after,
             cancel_sent=(*record.cancel_sent, *ids),
         )
         effects += [CancelJob(target=QUEUE_TARGET, job_id=i) for i in ids]
@@ -155,7 +156,7 @@ def step(
             record = with_events(
                 record,
                 now,
-                f"{len(running)} jobs still running {KILL_AFTER:g} s after the deadline: killed",
+                f"{len(running)} jobs still running {kill_after:g} s after the deadline: killed",
             )
     if not waiting:
         done = "deadline reached" if record.deadline_reached else "all accepted jobs finished"

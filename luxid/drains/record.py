@@ -1,36 +1,56 @@
-"""The drain record (SPEC §12.1, §12.2): what wconfd stores under `drains[target]`.
-
-A record carries the fields §12.1 names (target, status, started_at, updated_at, deadline,
-max_parallel, priority, message, deadline_reached, completed_at, events; serial_no, ctime
-and mtime as every config object) plus the state a restarted luxid needs to resume without
-moving an instance twice: the drain's jobs with their last seen status (the unfinished
-ones apart, so that a pass looks at those only), the instances it moved, the blocked
-instances with the capacity key they were refused under, the instances shut down at the
-deadline, the cancels already sent, and for the queue drain its mode, filter rule and
-watermark.  Everything here is plain data; the functions return new records.
+"""The drain record's luxid side (SPEC §12.1, §12.2): the record type itself is declared
+once in `client.drains` (wconfd stores it as its `drain` kind); here are luxid's words and
+times for it and the pure functions that change it.  Everything is plain data; the
+functions return new records.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Final, Literal, TypeAlias
+from typing import Final
 
 import msgspec
 
-QUEUE_TARGET: Final = "queue"
-NODE_PREFIX: Final = "node/"
-EVENTS_KEPT: Final = 1000
+from client.drains import (
+    EVENTS_KEPT,
+    FINALIZED,
+    NODE_PREFIX,
+    QUEUE_TARGET,
+    Blocked,
+    DrainJob,
+    DrainRecord,
+    Event,
+    JobKind,
+    Mode,
+    Status,
+)
+
+__all__ = [
+    "EVENTS_KEPT",
+    "FINALIZED",
+    "JOB_NOUN",
+    "KILL_AFTER",
+    "MOST_URGENT",
+    "QUEUE_TARGET",
+    "Blocked",
+    "DrainJob",
+    "DrainRecord",
+    "Event",
+    "JobKind",
+    "Mode",
+    "Status",
+    "clock",
+    "events_since",
+    "node_target",
+    "touched",
+    "with_events",
+]
+
 # The first job of a node drain (and the undrain job of a cancel) runs at this priority.
 MOST_URGENT: Final = -20
-# A queue drain's canceled jobs still running this long after the deadline are killed.
+# A queue drain's canceled jobs still running this long after the deadline are killed
+# (luxid's --drain-kill-after changes it).
 KILL_AFTER: Final = 30.0
-FINALIZED: Final = frozenset({"success", "error", "canceled"})
-
-Status: TypeAlias = Literal["draining", "complete", "canceled"]
-Mode: TypeAlias = Literal["hard", "soft"]
-# drained/undrained: OP_NODE_SET_PARAMS; migrate/failover/shutdown: a move of `instance`;
-# job: a job accepted before a queue drain (id <= watermark) that the drain waits for.
-JobKind: TypeAlias = Literal["drained", "undrained", "migrate", "failover", "shutdown", "job"]
 # How events name a drain's jobs: `web3: migration job 41 submitted`.
 JOB_NOUN: Final[dict[JobKind, str]] = {
     "drained": "drain-marking",
@@ -40,80 +60,6 @@ JOB_NOUN: Final[dict[JobKind, str]] = {
     "shutdown": "shutdown",
     "job": "queued",
 }
-# [serial, timestamp, message]
-Event: TypeAlias = tuple[int, float, str]
-
-
-class DrainJob(msgspec.Struct, frozen=True, kw_only=True):
-    """A job of the drain: what it does and its status when the drain last looked."""
-
-    id: int
-    kind: JobKind
-    instance: str | None = None
-    node: str | None = None  # the target node of a move
-    status: str = "queued"
-
-    @property
-    def unfinished(self) -> bool:
-        return self.status not in FINALIZED
-
-
-class Blocked(msgspec.Struct, frozen=True, kw_only=True):
-    """Why an instance cannot move now, the capacity key it was refused under, and whether
-    that was a failover at the deadline (or a migration before it)."""
-
-    reason: str
-    key: str | None = None
-    at_deadline: bool = False
-
-
-class DrainRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One drain: `drains["node/<name>"]` or `drains["queue"]`."""
-
-    target: str
-    status: Status = "draining"
-    started_at: float
-    updated_at: float
-    deadline: float | None = None
-    max_parallel: int = 1
-    priority: int = 0
-    message: str = ""
-    deadline_reached: bool = False
-    completed_at: float | None = None
-    events: tuple[Event, ...] = ()
-    serial_no: int = 0
-    ctime: float = 0.0
-    mtime: float = 0.0
-    # -- what resuming needs ---------------------------------------------------------
-    mode: Mode | None = None  # queue drains only
-    active: tuple[DrainJob, ...] = ()  # the unfinished jobs, as last seen
-    done: tuple[DrainJob, ...] = ()  # the finished ones
-    moved: tuple[str, ...] = ()  # the instances a migration or failover of it moved
-    blocked: dict[str, Blocked] = {}
-    shut_down: tuple[str, ...] = ()
-    cancel_sent: tuple[int, ...] = ()
-    undrain: bool = False  # canceled without keep_drained: set drained back to false
-    filter_uuid: str | None = None  # queue drains: the rule that holds or refuses new jobs
-    watermark: int | None = None
-    total: int = 0  # queue drains: the jobs it waited for when it started
-    kill_at: float | None = None  # queue drains: when canceled jobs still running are killed
-
-    @property
-    def is_node(self) -> bool:
-        return self.target.startswith(NODE_PREFIX)
-
-    @property
-    def node(self) -> str:
-        """The node's name (node drains only)."""
-        return self.target[len(NODE_PREFIX) :]
-
-    @property
-    def last_event(self) -> int:
-        return self.events[-1][0] if self.events else 0
-
-    def all_jobs(self) -> tuple[DrainJob, ...]:
-        """Every job of the drain, finished or not."""
-        return self.done + self.active
 
 
 def node_target(node: str) -> str:

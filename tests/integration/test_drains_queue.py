@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,39 @@ def test_hard_drain_refuses_new_jobs_and_its_deadline_cancels_the_rest(stack: St
     assert 0 <= fired[1] - started.deadline < 1.0
     stack.lc.undrain_queue()
     assert stack.wait_final(stack.submit(delay(0))) == "success"
+
+
+def test_a_job_that_ignores_the_cancel_is_killed_after_the_grace_time(
+    daemon_factory: Any,
+) -> None:
+    """At the deadline every job accepted before the drain is canceled; an interruptible
+    one ends `canceled` at once, a non-interruptible one (OP_INSTANCE_REPLACE_DISKS's
+    copy) keeps running until `--drain-kill-after` seconds later, when luxid kills it:
+    it ends `error` ("killed"), its locks are freed, and the drain completes."""
+    grace = 2.0
+    stack = Stack(daemon_factory, "--drain-kill-after", str(grace))
+    try:
+        ok(stack, add_node("n1"), create("vm", 256, "n1"))
+        stubborn = stack.submit({"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "vm",
+                                 "mode": "replace_on_primary", "duration": 120})  # fmt: skip
+        polite = stack.submit(delay(120))
+        stack.wait_op_running(stubborn)
+        stack.wait_op_running(polite)
+        started = stack.lc.drain_queue(mode="hard", deadline=0.5)
+        assert started.total == 2 and started.deadline is not None
+        assert stack.wait_final(polite) == "canceled"
+        assert stack.status(stubborn) in ("running", "canceling")
+        done, events = follow(stack, "queue", lambda s: s.status != "draining", timeout=60)
+        assert done.status == "complete" and done.deadline_reached and done.remaining == 0
+        assert stack.status(stubborn) == "error"
+        assert "killed" in str(stack.field(stubborn, "opresult"))
+        end = float(stack.field(stubborn, "end_ts"))
+        assert end - started.deadline >= grace, (end, started.deadline)
+        text = [str(e[2]) for e in events]
+        assert f"1 jobs still running {grace:g} s after the deadline: killed" in text, text
+        stack.until(lambda: not stack.job_locks(), timeout=30)
+    finally:
+        stack.close()
 
 
 def test_undrain_without_a_drain_is_a_no_op(stack: Stack) -> None:

@@ -21,8 +21,10 @@ Choices for what §5 leaves open (documented here because clients see them):
 - filter: `priority` 0, `watermark` 0, `predicates` [], `action` "ACCEPT",
   `reason_trail` []; `action` is a string or ["RATE_LIMIT", n] (checked semantically).
 - drain (SPEC §12): keyed by its `target` ("node/<name>" or "queue"); `uuid` is the target
-  too (filled in when empty) so that the map kinds share one index.  wconfd checks the
-  fields §12.1 names and stores luxid's resume state (jobs, moved, blocked, ...) as given.
+  too (filled in when empty) so that the map kinds share one index.  Its type is declared
+  once, in `client.drains` (`DrainRecord`, named `Drain` here), for wconfd and luxid alike:
+  wconfd checks the fields §12.1 names and stores luxid's resume state (jobs, moved,
+  blocked, ...) as typed there.
 - References may be given as a name on input; they are stored as uuids (see validation).
 """
 
@@ -33,6 +35,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import msgspec
 
 from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL, DEFAULT_VCPU_RATIO
+from client.drains import DrainRecord as Drain
 from client.errors import InvalidParams
 
 from .numbers import unstorable_number
@@ -210,42 +213,6 @@ class Filter(_Base, frozen=True, kw_only=True):
     serial_no: int = 0
     ctime: float = 0.0
     mtime: float = 0.0
-
-
-class Drain(_Base, frozen=True, kw_only=True):
-    """A drain (SPEC §12.1, §12.2), written by luxid; no lock needed, like filters.
-
-    The fields after `mtime` are luxid's state for resuming after a restart (see
-    luxid.drains.record); wconfd keeps them as given.
-    """
-
-    uuid: str = ""  # = target
-    target: str
-    status: Literal["draining", "complete", "canceled"] = "draining"
-    started_at: float = 0.0
-    updated_at: float = 0.0
-    deadline: float | None = None
-    max_parallel: int = 1
-    priority: int = 0
-    message: str = ""
-    deadline_reached: bool = False
-    completed_at: float | None = None
-    events: tuple[Any, ...] = ()
-    serial_no: int = 0
-    ctime: float = 0.0
-    mtime: float = 0.0
-    mode: Literal["hard", "soft"] | None = None
-    active: tuple[Any, ...] = ()
-    done: tuple[Any, ...] = ()
-    moved: tuple[str, ...] = ()
-    blocked: dict[str, Any] = {}
-    shut_down: tuple[str, ...] = ()
-    cancel_sent: tuple[int, ...] = ()
-    undrain: bool = False
-    filter_uuid: str | None = None
-    watermark: int | None = None
-    total: int = 0
-    kill_at: float | None = None
 
 
 ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter | Drain

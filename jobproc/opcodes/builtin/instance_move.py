@@ -1,14 +1,24 @@
 """Moving an instance's primary role: OP_INSTANCE_MIGRATE (live) and OP_INSTANCE_FAILOVER
 (stop, move, start) — one code path, different words in the log (simulated data plane).
 
-Both lock in two phases, as Ganeti's DeclareLocks: instance/<name>, then — reading the
-configuration that lock protects — the source and target nodes exclusively.  The target
-is `target_node`, else the first secondary node, else the placement of SPEC §7.1 (the
-eligible node other than the source with room and the most free memory).  A running
-instance needs room on the target; the check is made again under the target's lock, so
-a move to a full node fails with OpPrereqError and changes nothing.  `duration` is the
-simulated data plane's time, spent before the configuration changes and interruptible:
-a cancel leaves the instance where it was.
+Both lock in two phases, as Ganeti's DeclareLocks: instance/<name> exclusively, then —
+reading the configuration that lock protects — node/<source> and node/<target> shared and
+node-res/<target> exclusively.  The target is `target_node`, else the first secondary
+node, else the placement of SPEC §7.1 (the eligible node other than the source with room
+and the most free memory).
+
+Why these modes (beyond the table of SPEC §7, which has both nodes exclusive): a move
+writes only the instance, which its own lock guards.  The source is not modified — an
+instance leaving it only frees room — so it is held shared: a drain's moves off one node
+run side by side instead of one at a time, while a job that changes or removes the node
+(node/<n> exclusive) still waits for them.  The target's room is the one thing moves
+could race on: the check and the write are made under node-res/<target> exclusively, the
+lock every job that takes room on a node holds (OP_INSTANCE_CREATE, OP_INSTANCE_STARTUP,
+these moves), so concurrent moves onto one node never over-fill it — a move that finds
+the node full fails with OpPrereqError and changes nothing.  node/<target> shared keeps
+the target's flags (offline, drained) and size from changing under the check.
+`duration` is the simulated data plane's time, spent before the configuration changes
+and interruptible: a cancel leaves the instance where it was.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from typing import Annotated, Any, ClassVar
 
 from msgspec import Meta
 
-from jobproc.locks import EXCLUSIVE, LockPhase, LockPlan, lock
+from jobproc.locks import EXCLUSIVE, SHARED, LockPhase, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams
 from jobproc.opcodes.builtin._common import (
     check_eligible,
@@ -62,7 +72,8 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
         self.target: str | None = None  # node name (the lock's name)
 
     def locks(self, params: InstanceMoveParams, config: ConfigReader) -> LockPlan:
-        """instance/<name> ex, then (phase 1) the source and target nodes ex."""
+        """instance/<name> ex, then (phase 1) node/<source> and node/<target> shared and
+        node-res/<target> ex."""
         return instance_plan(params.instance_name, self._nodes)
 
     def _nodes(self, config: ConfigReader) -> LockPhase:
@@ -77,8 +88,9 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
         else:
             memory, vcpus = uses_room(inst)
             self.target = place(config, str(inst["name"]), memory, vcpus, [self.source]).name
-        return LockPhase.of([(lock("node", node_name(config, self.source)), EXCLUSIVE),
-                             (lock("node", self.target), EXCLUSIVE)])  # fmt: skip
+        return LockPhase.of([(lock("node", node_name(config, self.source)), SHARED),
+                             (lock("node", self.target), SHARED),
+                             (lock("node-res", self.target), EXCLUSIVE)])  # fmt: skip
 
     def execute(self, ctx: OpContext) -> dict[str, Any]:
         """Check the target (eligible, room), wait `duration`, rewrite the node roles."""

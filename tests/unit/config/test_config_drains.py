@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from client.drains import DrainJob
 from client.errors import AlreadyExists, ConfigValidationError, StaleObjectError
 from wconfd.config import ConfigState
 
@@ -22,7 +23,7 @@ def test_drain_is_keyed_by_target_and_survives_a_snapshot() -> None:
     added = _add(state, {"target": "node/n1", "active": [{"id": 3, "kind": "migrate"}]})
     assert added.uuid == "node/n1" and added.serial_no == 1
     got = state.get_object("drain", "node/n1")
-    assert got.active == ({"id": 3, "kind": "migrate"},)
+    assert got.active == (DrainJob(id=3, kind="migrate"),)
     plan = state.update_object("drain", msgspec.to_builtins(got) | {"status": "complete"}, 3.0)
     assert plan.record is not None
     state.apply(plan.record)

@@ -75,6 +75,19 @@ def test_deadline_cancels_then_kills_after_thirty_seconds():
     assert record.events[-1][2] == "deadline reached; queue drain complete"
 
 
+def test_the_grace_time_before_the_kill_is_luxid_s_option():
+    record, _ = started(deadline=60)
+    jobs = {38: JobFacts(status="running"), 39: JobFacts(status="queued")}
+    record, _ = queue.step(record, jobs, NOW + 60.25, kill_after=2)
+    assert record.kill_at == NOW + 62.25
+    jobs[38] = JobFacts(status="canceling")
+    record, effects = queue.step(record, jobs, NOW + 62, kill_after=2)
+    assert effects == []
+    record, effects = queue.step(record, jobs, NOW + 62.25, kill_after=2)
+    assert effects == [CancelJob(target="queue", job_id=38, kill=True)]
+    assert record.events[-1][2] == "1 jobs still running 2 s after the deadline: killed"
+
+
 def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
     record, first = started("soft")
     again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
