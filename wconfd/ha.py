@@ -9,8 +9,9 @@ the term over (`Fenced`) or a write's outcome is unknown: the next term (of this
 another) loads what etcd has, so memory never holds what etcd does not.
 
 A restarted wconfd that finds the leader key held by its own node name (its previous
-process, killed) revokes that lease at once instead of waiting for it to lapse: two live
-wconfds never share a node name (the socket lock of one run dir), so the holder is dead.
+process, killed; two live wconfds never share a node name) keeps that lease and term: the
+node stays master, so its luxid and running jobs ride the restart out (SPEC §10). Its first
+write moves its commit marker on, which fences any write the dead process left in flight.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class HaShell:
     async def start(self, settle: float) -> None:
         """Campaign (and keep this node's presence); wait up to `settle` seconds until the
         first outcome is known (serving, or another master seen) before the socket opens."""
-        await self._reclaim()
+        await self._resume()
         self.presence.start()
         self.election.start()
         deadline = time.monotonic() + settle
@@ -97,13 +98,11 @@ class HaShell:
                 return
             await asyncio.sleep(0.02)
 
-    async def _reclaim(self) -> None:
-        """Revoke the lease of a leader key that names this node (a killed predecessor)."""
+    async def _resume(self) -> None:
+        """Serve on in this node's term if a predecessor of this process held it (killed,
+        restarted at once): the node's luxid and its jobs ride the restart out."""
         try:
-            kv = await self.client.get(self.election.key)
-            if kv is not None and kv.value.decode(errors="replace") == self.node and kv.lease:
-                log.info("the leader key names this node from an earlier run: revoking it")
-                await self.client.lease_revoke(kv.lease)
+            await self.election.resume()
         except EtcdError as exc:
             log.warning("could not check the leader key at start: %s", exc)
 
@@ -145,6 +144,9 @@ class HaShell:
         store.on_write = self.service.metrics.histogram("lockwarden_journal_flush_seconds").observe
         t0 = time.monotonic()
         try:
+            # Move the commit marker on before loading: a write of a killed predecessor in
+            # the same term (resumed) still in flight can then never commit after the load.
+            await self.election.writer(WRITER).commit([])
             await store.load()
             if self.election.term is not term:
                 store.close()

@@ -137,11 +137,6 @@ def test_kill9_of_luxid_loses_no_acknowledged_submit(stack):
     assert lc.submit_job(ops=[delay(0)]) > max(acked)
 
 
-@pytest.mark.etcd_xfail(
-    "bug: on etcd a restarted wconfd revokes its killed predecessor's lease (wconfd/ha.py "
-    "_reclaim), so luxid sees its node lose the leader key and stops the running jobs "
-    "(luxid/ha.py), where SPEC §10 wants them to ride out a wconfd restart"
-)
 def test_kill9_of_wconfd_under_running_and_waiting_jobs(stack):
     running = stack.submit(delay(1.0, on_nodes=["n1"]), delay(0))
     stack.wait_op_running(running)

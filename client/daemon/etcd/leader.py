@@ -210,20 +210,43 @@ class LeaderElection(Background):
                 self.master = read.kvs[0].value.decode(errors="replace")
                 self.master_term = read.kvs[0].create_revision
             return
-        self.term = Term(node=self.node, lease_id=lease.ID, token=answer.header.revision)
-        self._renewal = Renewal(sent_at=sent_at, ttl=min(self.ttl, float(lease.TTL)))
-        self._renew_failed = False
-        self.master = self.node
-        self.master_term = self.term.token
-        log.info("node %s is master (term %d)", self.node, self.term.token)
+        term = Term(node=self.node, lease_id=lease.ID, token=answer.header.revision)
+        await self._become_master(term, Renewal(sent_at, min(self.ttl, float(lease.TTL))))
+
+    async def resume(self) -> bool:
+        """Carry on the term of this node's previous run, if its lease is still alive.
+
+        A daemon killed and restarted at once (SPEC §10: work rides out such a restart)
+        finds the leader key naming its own node; it renews that lease and serves the same
+        term (same fencing token), so nothing that follows the key — its node's luxid and
+        running jobs — sees a change of master. Two live daemons never share a node name,
+        so the holder is dead. Call before `start()`; False when there is nothing to resume.
+        """
+        kv = await self.client.get(self.key)
+        if kv is None or not kv.lease or kv.value.decode(errors="replace") != self.node:
+            return False
+        sent_at = self.clock()
+        remaining = await self.client.lease_keepalive(kv.lease, timeout=self.ttl)
+        renewal = after_keepalive(Renewal(sent_at, self.ttl), sent_at, remaining, self.ttl)
+        if renewal is None:
+            return False  # lapsed meanwhile: the key is gone, the election decides
+        log.info("node %s resumes its term %d from an earlier run", self.node, kv.create_revision)
+        await self._become_master(Term(self.node, kv.lease, kv.create_revision), renewal)
+        return self.term is not None
+
+    async def _become_master(self, term: Term, renewal: Renewal) -> None:
+        """Hold `term` (its key is ours): renew from `renewal` on, and take over."""
+        self.term, self._renewal, self._renew_failed = term, renewal, False
+        self.master, self.master_term = self.node, term.token
+        log.info("node %s is master (term %d)", self.node, term.token)
         if self.on_elected is not None:
             try:
-                self.on_elected(self.term)
+                self.on_elected(term)
             except Exception:
                 log.exception("node %s could not take over; giving the key up", self.node)
                 self.step_down("taking over failed")
                 with contextlib.suppress(EtcdError):
-                    await self.client.lease_revoke(lease.ID)
+                    await self.client.lease_revoke(term.lease_id)
 
     async def _master_round(self) -> None:
         term, renewal = self.term, self._renewal
