@@ -99,6 +99,28 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
     early.close()
 
 
+def test_kill9_and_immediate_restart_of_the_master_resumes_its_term(two_nodes):
+    """SPEC §10 on etcd: a wconfd killed and restarted within its lease serves the same
+    term (nothing following the leader key, such as its luxid, sees a failover), and a
+    live client's locks are still held; the standby never takes over."""
+    node1, node2 = two_nodes
+    wait_master(two_nodes)
+    term = node1.role()["term"]
+    holder = node1.client("holder", timeout=30.0)  # this test process: alive throughout
+    assert holder.try_update_locks(request=[["node/kept", "exclusive"]]) == []
+    node1.kill()
+    node1.start()
+    assert wait_master(two_nodes) is node1
+    assert node1.role() == {"node": "node1", "role": "master", "master": "node1", "term": term}
+    assert node2.role()["role"] == "standby"
+    assert holder.list_locks() == [["node/kept", "exclusive"]]
+    with node1.client("after") as wc:
+        add_node(wc, "after")  # the resumed term writes (its fence is the same token)
+        assert "after" in node_names(wc)
+    assert "resumes its term" in node1.log()
+    holder.close()
+
+
 def test_a_master_stopped_past_its_lease_is_fenced_and_turns_standby(two_nodes):
     node1, node2 = two_nodes
     wait_master(two_nodes)
