@@ -24,7 +24,6 @@ Pure data, no I/O and no clock of its own (callers pass the values they measured
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from bisect import bisect_left
@@ -448,7 +447,7 @@ def instrument(handlers: Mapping[str, Handler], registry: Registry) -> dict[str,
     """The dispatch table with every handler counted and timed under the registry's daemon.
 
     Handlers are those of `client.daemon.dispatch.build_methods` (`conn, *args, **kwargs`,
-    raising a JSON-RPC error with `data.type` on failure); a call abandoned because its
+    raising an `RpcError`, whose `data.type` is the outcome, on failure); a call abandoned because its
     connection closed (a lock wait, say) counts with outcome `abandoned`.
     """
     requests = registry.counter("lockwarden_rpc_requests_total")
@@ -484,8 +483,6 @@ def instrument(handlers: Mapping[str, Handler], registry: Registry) -> dict[str,
                 record("ok", elapsed)
             return result
 
-        # jsonrpcserver binds params against the handler's signature; keep the original's.
-        timed.__signature__ = inspect.signature(handle)  # type: ignore[attr-defined]
         return timed
 
     return {method: wrap(method, handle) for method, handle in handlers.items()}

@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jsonrpcserver import JsonRpcError, Success
-
 from client.api.declare import Api
 from client.daemon.common import CommonMethods
 from client.daemon.dispatch import Handler
@@ -94,14 +92,13 @@ def standby_methods(api: type[Api], common: CommonMethods, role: Role) -> dict[s
 
     def refuse(name: str) -> Handler:
         async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            exc = not_master(role)
-            raise JsonRpcError(exc.code, exc.message, exc.data)
+            raise not_master(role)
 
         return handle
 
     def answer(func: Callable[..., Any]) -> Handler:
         async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            return Success(await func(conn))
+            return await func(conn)
 
         return handle
 

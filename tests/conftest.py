@@ -43,9 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under --store etcd: skip the local-store tests (their reason given), expect the
-    `etcd_xfail` ones to fail (strictly: the known bug named), and skip the explicit etcd
-    variants of store-parametrised tests (the default run ran them, and their default
+    """Under --store etcd: skip the local-store tests (their reason given) and the explicit
+    etcd variants of store-parametrised tests (the default run ran them, and their default
     variant now runs on etcd too)."""
     if config.getoption("--store") != "etcd":
         return
@@ -54,9 +53,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None:
             item.add_marker(pytest.mark.skip(reason=f"local store only: {_reason(marker)}"))
             continue
-        marker = item.get_closest_marker("etcd_xfail")
-        if marker is not None:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=_reason(marker)))
         params = getattr(getattr(item, "callspec", None), "params", {})
         if ETCD_PARAM in params.values():
             item.add_marker(

@@ -1,17 +1,15 @@
 """From an API declaration and a daemon's implementation to JSON-RPC dispatch.
 
-Handlers speak jsonrpcserver's vocabulary: they return `Success(result)` or raise
-`JsonRpcError`, with msgspec as decoder and a Struct as the cheap envelope check
-instead of jsonschema.  Every handler decodes its params with the Struct derived from
-the declaration, turns typed errors into error objects whose `data.type` is the
-contract, and never lets a traceback reach the wire.
+A handler returns its result or raises an `RpcError`, whose `data.type` is the contract;
+anything else becomes an InternalError, so no traceback reaches the wire. Every handler
+decodes its params with the Struct derived from the declaration, and a Struct is the
+envelope check (msgspec, not jsonschema).
 
-The request pipeline itself (method lookup, the call, the response object) is
-`dispatch_one`, written out here rather than run through jsonrpcserver's
-`dispatch_request`: that one binds the params to the handler's signature with
-`inspect` and wraps every step in Either values, about 7 µs a call - a fifth of a
-durable lock call's CPU in wconfd (issue 11, bench/lock_breakdown.py) - for checks
-our handlers do anyway (they take any params and decode them against the declaration).
+The request pipeline (method lookup, the call, the response object) is `dispatch_one`,
+written here rather than taken from a JSON-RPC library: jsonrpcserver's binds the params
+to the handler's signature with `inspect` and wraps every step in Either values, about
+7 µs a call - a fifth of a durable lock call's CPU in wconfd (issue 11,
+bench/lock_breakdown.py) - for checks our handlers make anyway.
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from jsonrpcserver import JsonRpcError, Success
-from jsonrpcserver.sentinels import NODATA
 
 from client.api.declare import Api, MethodSpec
 from client.daemon.roles import STANDBY_METHODS, Role, not_master
@@ -36,10 +32,6 @@ log = logging.getLogger(__name__)
 # to the method as its first argument (e.g. the identified client), or raises to refuse.
 Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
-
-
-def _error(exc: RpcError) -> JsonRpcError:
-    return JsonRpcError(exc.code, exc.message, exc.data)
 
 
 def _handler(
@@ -56,14 +48,14 @@ def _handler(
             params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
-        except RpcError as exc:
-            raise _error(exc) from None
+        except RpcError:
+            raise
         except Exception:
             log.exception("internal error in %s", spec.name)
-            raise _error(
-                InternalError(f"internal error in {spec.name}; the daemon log has the details")
+            raise InternalError(
+                f"internal error in {spec.name}; the daemon log has the details"
             ) from None
-        return Success(result)
+        return result
 
     return handle
 
@@ -101,17 +93,6 @@ def build_methods(
     return methods
 
 
-def _response(request_id: Any, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "result": result, "id": request_id}
-
-
-def _error_response(request_id: Any, exc: RpcError | JsonRpcError) -> dict[str, Any]:
-    error = {"code": exc.code, "message": exc.message}
-    if exc.data is not NODATA:  # a JsonRpcError raised without data has none on the wire
-        error["data"] = exc.data
-    return {"jsonrpc": "2.0", "error": error, "id": request_id}
-
-
 async def dispatch_one(
     message: Any, methods: dict[str, Handler], conn: Any
 ) -> dict[str, Any] | None:
@@ -131,27 +112,28 @@ async def dispatch_one(
         return {"jsonrpc": "2.0", "error": exc.to_wire(), "id": request_id}
     request_id = request.id
     handler = methods.get(request.method)
-    outcome: Any
+    result: Any = None
+    error: RpcError | None = None
     if handler is None:
-        outcome = MethodNotFound(
+        error = MethodNotFound(
             f"method not found: {request.method}; see the API reference for method names"
         )
     else:
         params = request.params
         try:
             if isinstance(params, list):
-                outcome = await handler(conn, *params)
+                result = await handler(conn, *params)
             else:
-                outcome = await handler(conn, **params)
-        except JsonRpcError as exc:
-            outcome = exc
+                result = await handler(conn, **params)
+        except RpcError as exc:
+            error = exc
         except TypeError as exc:  # the params do not bind to the handler (`conn=` given)
-            outcome = InvalidParams(f"{request.method}: {exc}")
+            error = InvalidParams(f"{request.method}: {exc}")
         except Exception:  # handlers answer their own failures; this is a wrapper's bug
             log.exception("dispatch failure in %s", request.method)
-            outcome = InternalError("internal error; the daemon log has the details")
+            error = InternalError("internal error; the daemon log has the details")
     if request_id is msgspec.UNSET:
         return None
-    if isinstance(outcome, RpcError | JsonRpcError):
-        return _error_response(request_id, outcome)
-    return _response(request_id, outcome._value.result)
+    if error is not None:
+        return {"jsonrpc": "2.0", "error": error.to_wire(), "id": request_id}
+    return {"jsonrpc": "2.0", "result": result, "id": request_id}

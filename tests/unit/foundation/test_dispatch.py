@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jsonrpcserver import JsonRpcError
 
 from client.api.common import CommonApi
 from client.api.declare import rpc
@@ -120,14 +119,6 @@ def test_a_typed_error_keeps_its_type_and_message():
         "error": {"code": -32022, "message": "no object named 'x'", "data": {"type": "NotFound"}},
         "id": 2,
     }
-
-
-def test_an_error_raised_without_data_has_no_data_member():
-    async def bare(conn: Any) -> Any:
-        raise JsonRpcError(-32002, "not you")
-
-    got = answer({"jsonrpc": "2.0", "method": "bare", "id": 4}, {"bare": bare})
-    assert got == {"jsonrpc": "2.0", "error": {"code": -32002, "message": "not you"}, "id": 4}
 
 
 def test_a_wrapper_that_crashes_is_an_internal_error_without_details():
