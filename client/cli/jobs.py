@@ -84,8 +84,8 @@ def submit_and_wait(ctx: Context, args: argparse.Namespace, ops: list[Opcode]) -
     if getattr(args, "submit", False):
         ctx.out(str(job_id))
         return EXIT_OK
-    ctx.note(f"job {job_id} submitted")
     try:
+        ctx.note(f"job {job_id} submitted")  # from here on, Ctrl-C leaves the job running
         follow(ctx, job_id)
     except KeyboardInterrupt:
         ctx.note(

@@ -483,10 +483,11 @@ def test_action_syntax() -> None:
 def test_users_file_format() -> None:
     from client.rapi_users import hash_password, parse_users, verify_password
 
-    secret = hash_password("pw")
-    assert secret.startswith("{SCRYPT}16384$8$1$") and "pw" not in secret.split("$", 3)[3]
-    assert secret != hash_password("pw")  # salted
-    assert verify_password(secret, "pw") and not verify_password(secret, "pW")
+    password = "open sesame"  # a space never occurs in the salt or hash (base64)
+    secret = hash_password(password)
+    assert secret.startswith("{SCRYPT}16384$8$1$") and "sesame" not in secret
+    assert secret != hash_password(password)  # salted
+    assert verify_password(secret, password) and not verify_password(secret, "open Sesame")
     text = "\n".join(
         [
             "# comment",
@@ -539,9 +540,10 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(lw: Lw, stack: Any) -> None
         stderr=subprocess.PIPE,
         text=True,
     )
-    stack.until(lambda: stack.lc.query_jobs(ids=[1], fields=["id"])[0])
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # written once lw follows the job (Ctrl-C is covered)
+    assert first.strip() == "job 1 submitted", first
     stack.wait_op_running(1)
-    time.sleep(0.2)  # lw is inside wait_for_job_change by now
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130
