@@ -15,7 +15,6 @@ NotMaster naming the master, except the ones SPEC §13 lets a standby answer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from client.daemon.dispatch import Handler
 from client.daemon.etcd.background import Background
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.errors import EtcdError
-from client.daemon.etcd.wire import KeyValue
+from client.daemon.etcd.wire import Event, KeyValue
 from client.daemon.roles import STANDBY_METHODS, Role, not_master
 
 log = logging.getLogger(__name__)
@@ -74,13 +73,12 @@ class LeaderFollower(Background):
 
     async def _watch(self, revision: int) -> None:
         """Apply the key's changes for one TTL at most (then the caller reads it again)."""
-        with contextlib.suppress(TimeoutError, EtcdError):
-            async with asyncio.timeout(self.ttl):
-                stream = self.client.watch(self.key, start_revision=revision)
-                async with contextlib.aclosing(stream):
-                    async for answer in stream:
-                        for event in answer.events:
-                            self._set(None if event.type == "DELETE" else event.kv)
+
+        def seen(event: Event) -> bool:
+            self._set(None if event.type == "DELETE" else event.kv)
+            return False
+
+        await self.client.watch_for(self.key, revision, self.ttl, seen)
 
     async def _release(self) -> None:
         """Nothing is held: luxid never writes the leader key."""

@@ -13,7 +13,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

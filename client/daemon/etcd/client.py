@@ -16,9 +16,10 @@ fails with `OutcomeUnknown` instead of running it twice. Every failure is a `Sto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Self, TypeVar
 
 import aiohttp
@@ -26,6 +27,7 @@ import msgspec
 
 from client.daemon.etcd import wire
 from client.daemon.etcd.errors import (
+    EtcdError,
     EtcdRequestError,
     EtcdUnavailable,
     LeaseNotFound,
@@ -327,6 +329,22 @@ class EtcdClient:
             f"etcd watch on {k!r} could not start ({'; '.join(problems)}); check the etcd members"
         )
 
+
+    async def watch_for(
+        self, key: Key, start_revision: int, seconds: float, on_event: Callable[[wire.Event], bool]
+    ) -> None:
+        """Hand each change of `key` from `start_revision` to `on_event` until it returns
+        True, for `seconds` at most; a broken stream ends it early (no error): the caller
+        reads the key again and watches from there, which also bounds how long a member
+        that hangs can hide a change."""
+        with contextlib.suppress(TimeoutError, EtcdError):
+            async with asyncio.timeout(seconds):
+                stream = self.watch(key, start_revision=start_revision)
+                async with contextlib.aclosing(stream):
+                    async for answer in stream:
+                        for event in answer.events:
+                            if on_event(event):
+                                return
 
 async def _watch_stream(
     response: aiohttp.ClientResponse, endpoint: str

@@ -31,7 +31,7 @@ from client.daemon.etcd.election import (
 )
 from client.daemon.etcd.errors import EtcdError, Fenced
 from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.wire import cmp_create, op_put, op_range
+from client.daemon.etcd.wire import Event, cmp_create, op_put, op_range
 
 log = logging.getLogger(__name__)
 
@@ -177,16 +177,15 @@ class LeaderElection(Background):
 
     async def _watch_until_deleted(self, revision: int) -> None:
         """Return when the leader key is deleted, or after one TTL (the caller re-reads)."""
-        with contextlib.suppress(TimeoutError, EtcdError):
-            async with asyncio.timeout(self.ttl):
-                stream = self.client.watch(self.key, start_revision=revision)
-                async with contextlib.aclosing(stream):
-                    async for answer in stream:
-                        for event in answer.events:
-                            if event.type == "DELETE":
-                                return
-                            self.master = event.kv.value.decode(errors="replace")
-                            self.master_term = event.kv.create_revision
+
+        def seen(event: Event) -> bool:
+            if event.type == "DELETE":
+                return True
+            self.master = event.kv.value.decode(errors="replace")
+            self.master_term = event.kv.create_revision
+            return False
+
+        await self.client.watch_for(self.key, revision, self.ttl, seen)
 
     async def _campaign(self) -> None:
         sent_at = self.clock()  # the lease starts later, in etcd: judging from here is safe
