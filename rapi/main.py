@@ -14,6 +14,7 @@ from client import AsyncLuxiClient, AsyncWConfdClient, paths, rapi_endpoint
 from client.daemon import sdnotify
 from client.daemon.runner import (
     add_log_level,
+    catch_stop_signals,
     install_event_loop_policy,
     setup_logging,
     wait_for_stop_signal,
@@ -79,6 +80,7 @@ def ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     """Listen until SIGTERM/SIGINT; 1 if the address cannot be bound."""
+    catch_stop_signals()
     run = paths.run_dir(args.run_dir)
     state = paths.state_dir(args.state_dir)
     backend = Backend(

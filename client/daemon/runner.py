@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import fcntl
 import logging
 import os
@@ -188,19 +189,36 @@ def install_event_loop_policy(choice: str = "auto") -> str:
     return "uvloop"
 
 
-async def wait_for_stop_signal() -> None:
-    """Return when SIGTERM or SIGINT arrives."""
+_stop_requested: contextvars.ContextVar[asyncio.Event] = contextvars.ContextVar("stop_requested")
+
+
+def catch_stop_signals() -> None:
+    """From now on SIGTERM and SIGINT set this run's stop event instead of killing the
+    process: a daemon calls it in its first step, so a stop that arrives while it starts
+    (systemd stopping it, a client that saw the socket answer) is a clean stop once it
+    serves, never the signal's default death."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    _stop_requested.set(stop)
+
+
+async def wait_for_stop_signal() -> None:
+    """Return when SIGTERM or SIGINT arrives, or at once if one arrived since
+    `catch_stop_signals` (which this calls if the daemon has not)."""
+    stop = _stop_requested.get(None)
+    if stop is None:
+        catch_stop_signals()
+        stop = _stop_requested.get()
     await stop.wait()
     log.info("stop requested")
 
 
-async def _with_eager_tasks(main: Awaitable[None]) -> None:
-    """Run tasks eagerly where Python offers it (3.12+): most calls then finish without
-    a trip through the scheduler."""
+async def _daemon_main(main: Awaitable[None]) -> None:
+    """Catch the stop signals first, then run tasks eagerly where Python offers it (3.12+):
+    most calls then finish without a trip through the scheduler."""
+    catch_stop_signals()
     install_eager_tasks(asyncio.get_running_loop())
     await main
 
@@ -233,7 +251,7 @@ def run_daemon(
         return 1
     log.info("%s runs on the %s event loop", name, loop_name)
     try:
-        asyncio.run(_with_eager_tasks(serve(socket_path, state)))
+        asyncio.run(_daemon_main(serve(socket_path, state)))
     except StartupError as exc:
         log.critical("%s cannot run: %s", name, exc)
         return 1
