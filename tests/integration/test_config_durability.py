@@ -112,24 +112,31 @@ def actual_states(doc: dict[str, Any]) -> dict[tuple[str, str], Any]:
 
 
 def run_writer_until_killed(wconfd: Any, tag: str, rng: random.Random) -> list[dict[str, Any]]:
-    """Start a writer, kill -9 wconfd at a random moment, then the writer; its events."""
+    """Start a writer, kill -9 wconfd at a random moment once a first write was
+    acknowledged (a restarted wconfd on etcd may take longer than the shortest pause to
+    answer its first), then the writer; its events."""
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(wconfd.socket), tag, "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    head: list[str] = []
     try:
         assert writer.stdout is not None
         assert json.loads(writer.stdout.readline()) == {"ev": "ready"}
-        time.sleep(rng.uniform(0.02, 0.4))
+        while line := writer.stdout.readline():  # up to the first acknowledgement
+            head.append(line)
+            if json.loads(line)["ev"] == "ack":
+                break
+        time.sleep(rng.uniform(0.0, 0.4))
         wconfd.kill()
     finally:
         writer.kill()
         out = writer.stdout.read() if writer.stdout else ""  # the buffered rest, then EOF
         writer.wait(10)
     events = []
-    for line in out.splitlines():
+    for line in [*head, *out.splitlines()]:
         with contextlib.suppress(ValueError):  # a line cut by the kill: ignore it
             events.append(json.loads(line))
     return events
