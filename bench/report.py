@@ -19,6 +19,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,20 +223,33 @@ def parse(stdout: str) -> Json | None:
 
 
 def run(script: str, out: Path) -> Json:
-    """Run one script; its JSON, or {"error": why} (stored either way)."""
+    """Run one script; its JSON, or {"error": why} (stored either way).
+
+    Its output goes to files, not pipes, and only the script itself is waited for: a job
+    process of the script's stack may outlive it (jobs ride out a lost luxid for their
+    patience) and would hold a pipe open long after the script printed its figures.
+    """
     args, limit = PLAN.get(script, ([], DEFAULT_LIMIT))
     started = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, str(BENCH / f"{script}.py"), *args],
-            capture_output=True, text=True, timeout=limit, check=False,
-        )  # fmt: skip
-        result = parse(done.stdout)
-        if done.returncode != 0 or result is None:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            result = {"error": f"exit {done.returncode}: " + " / ".join(tail)}
-    except subprocess.TimeoutExpired:
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(BENCH / f"{script}.py"), *args], stdout=stdout, stderr=stderr
+        )
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        stdout.seek(0)
+        stderr.seek(0)
+        printed, errors = stdout.read(), stderr.read()
+    result = parse(printed)
+    if code is None:
         result = {"error": f"timed out after {limit:.0f} s"}
+    elif code != 0 or result is None:
+        tail = (errors or printed).strip().splitlines()[-3:]
+        result = {"error": f"exit {code}: " + " / ".join(tail)}
     result["bench_seconds"] = round(time.monotonic() - started, 1)
     (out / f"{script}.json").write_text(json.dumps(result) + "\n")
     return result
