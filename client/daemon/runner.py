@@ -206,12 +206,8 @@ def catch_stop_signals() -> None:
 
 async def wait_for_stop_signal() -> None:
     """Return when SIGTERM or SIGINT arrives, or at once if one arrived since
-    `catch_stop_signals` (which this calls if the daemon has not)."""
-    stop = _stop_requested.get(None)
-    if stop is None:
-        catch_stop_signals()
-        stop = _stop_requested.get()
-    await stop.wait()
+    `catch_stop_signals` (which the daemon called first)."""
+    await _stop_requested.get().wait()
     log.info("stop requested")
 
 

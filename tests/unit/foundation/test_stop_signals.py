@@ -33,22 +33,6 @@ def test_signal_during_start_up_is_a_clean_stop(sig):
     _stops_cleanly(CHILD.format(sig=sig))
 
 
-def test_wait_without_early_catch_still_stops():
-    """rapi and helpers that only wait still get the handlers (installed on first wait)."""
-    child = """
-import asyncio, os, signal
-from client.daemon import runner
-
-async def main():
-    asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
-    await runner.wait_for_stop_signal()
-    print("stopped cleanly")
-
-asyncio.run(main())
-"""
-    _stops_cleanly(child)
-
-
 def _stops_cleanly(program: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=30
