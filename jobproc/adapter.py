@@ -12,7 +12,7 @@ or JSON; opcodes get plain dicts.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 import msgspec
@@ -20,6 +20,7 @@ import msgspec
 from client import LuxiClient, WConfdClient
 from client.api.luxi import Log
 from client.api.wconfd import Kind
+from client.capacity import Room
 from jobproc.opcodes.context import ConfigObject
 from jobproc.opcodes.errors import Canceled, OpExecError
 from jobproc.signals import JobSignals
@@ -77,6 +78,14 @@ class JobContext:
 
     def list_objects(self, kind: str) -> list[ConfigObject]:
         return [_plain(o) for o in self._wconfd.list_objects(kind=_kind(kind))]
+
+    def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
+        answer = self._wconfd.get_node_rooms(nodes=None if nodes is None else list(nodes))
+        return {
+            r.uuid: Room(r.uuid, r.name, r.mtotal, r.ctotal, r.vcpu_ratio, r.mused, r.cused,
+                         r.eligible)
+            for r in answer
+        }  # fmt: skip
 
     def add_object(self, kind: str, obj: Mapping[str, Any]) -> ConfigObject:
         return _plain(self._wconfd.add_object(kind=_kind(kind), object=dict(obj)))

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
-from client.api.wconfd import Kind, UpdateResult
+from client.api.wconfd import Kind, NodeRoom, UpdateResult
 from client.errors import InvalidParams
 from client.filterrules import check_filter_object
 from wconfd.clients import Client
 from wconfd.config import check_kind, check_locks
+from wconfd.config.objects import Node
 from wconfd.config.state import Plan
 from wconfd.locking import EXCLUSIVE, LockManager
 from wconfd.persistence import Persistence, PlanFn
@@ -91,6 +92,22 @@ class ConfigService:
 
     async def list_objects(self, client: Client, kind: Kind) -> list[Any]:
         return list(self.persistence.state.config.list_objects(kind))
+
+    async def get_node_rooms(self, client: Client, nodes: list[str] | None) -> list[NodeRoom]:
+        config = self.persistence.state.config
+        if nodes is None:
+            found = cast(list[Node], list(config.list_objects("node")))  # by name
+        else:
+            named = {(node := cast(Node, config.get_object("node", n))).uuid: node for n in nodes}
+            found = sorted(named.values(), key=lambda node: node.name)
+        ratio = config.cluster.ipolicy.vcpu_ratio
+        rooms = []
+        for node in found:
+            mused, cused = config.room_used(node.uuid)
+            eligible = not node.offline and not node.drained and node.vm_capable
+            rooms.append(NodeRoom(node.uuid, node.name, node.mtotal, node.ctotal, ratio,
+                                  mused, cused, eligible))  # fmt: skip
+        return rooms
 
     async def wait_config_change(self, client: Client, since_serial: int, timeout: float) -> int:
         if timeout < 0:

@@ -47,6 +47,20 @@ class Identity(msgspec.Struct, frozen=True):
     client_id: str
 
 
+class NodeRoom(msgspec.Struct, frozen=True):
+    """One node's room (SPEC §7.1), as `get_node_rooms` answers it: its capacity, what
+    its running primary instances use of it, and whether placement may pick it."""
+
+    uuid: str
+    name: str
+    mtotal: int  # MiB for instances
+    ctotal: int  # physical CPUs
+    vcpu_ratio: float  # the cluster policy's: the node may run ctotal x this many vCPUs
+    mused: int  # MiB used by its running primary instances
+    cused: int  # their virtual CPUs
+    eligible: bool  # online, not drained, vm_capable
+
+
 class WaitResult(msgspec.Struct, frozen=True):
     """What `update_locks_waiting` answers: granted, or the blockers at the timeout."""
 
@@ -207,6 +221,12 @@ class WConfdApi(CommonApi):
     @rpc(InvalidParams, reissue=True)
     def list_objects(self, kind: Kind) -> list[Any]:
         """Every object of a kind."""
+
+    @rpc(NotFound, InvalidParams, reissue=True)
+    def get_node_rooms(self, nodes: list[str] | None = None) -> list[NodeRoom]:
+        """The room of each node named (uuid or name; NotFound for one that does not
+        exist), or of every node, by name: computed from the instances that are up, so
+        an opcode checks one node without reading every instance."""
 
     @rpc(
         AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError

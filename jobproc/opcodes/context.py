@@ -12,9 +12,10 @@ them with `msgspec.to_builtins`.  All calls are synchronous: one job, one thread
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from client.capacity import Room
 from jobproc.opcodes.errors import Canceled, OpExecError
 
 __all__ = ["Canceled", "ConfigReader", "ConfigWriter", "OpContext", "OpExecError"]
@@ -35,6 +36,14 @@ class ConfigReader(Protocol):
 
     def list_objects(self, kind: str) -> list[ConfigObject]:
         """All objects of `kind`."""
+        ...
+
+    def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
+        """The room (SPEC §7.1) of each of `nodes` (uuids or names), or of every node, by
+        node uuid; wconfd sums it from the node's own instances.
+
+        Raises client.errors.NotFound.
+        """
         ...
 
 

@@ -36,6 +36,9 @@ class NoConfig:
     def list_objects(self, kind: str) -> list[Any]:
         raise AssertionError("not expected")
 
+    def node_rooms(self, nodes: Any = None) -> Any:
+        raise AssertionError("not expected")
+
 
 class Taking:
     """Job 99 acquiring the locks of a delay on node/n1, in a thread with its own loop."""

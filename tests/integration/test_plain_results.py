@@ -87,6 +87,8 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     node = await call(wc, "get_object", kind="node", key="n2")
     await call(wc, "update_object", kind="node", object=node)
     assert len(await call(wc, "list_objects", kind="node")) == 2
+    (room,) = await call(wc, "get_node_rooms", nodes=["n2"])
+    assert (room.name, room.mused, room.cused, room.eligible) == ("n2", 0, 0, True)
     await call(wc, "remove_object", kind="node", key="n2")
     await call(wc, "wait_config_change", since_serial=serial, timeout=1)
     await call(wc, "free_locks")

@@ -6,6 +6,7 @@ failover, `lw node` capacity, the RAPI's htools fields — and Ganeti's own `hba
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import re
@@ -16,7 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+
+from client import errors
+from client.capacity import config_rooms
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack
@@ -106,6 +111,37 @@ def test_moves_to_a_full_node_fail_and_change_nothing(stack: Stack) -> None:
     ok(stack, {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "big"})
     assert stack.wc.get_object("instance", "big")["admin_state"] == "up"
     assert placed(stack) == {"big": "node2", "small": "node1"}
+
+
+def test_get_node_rooms_sums_each_nodes_running_primaries(stack: Stack) -> None:
+    """wconfd's get_node_rooms (what opcodes check room with) agrees with the §7.1 rule
+    applied to every instance, as nodes fill, instances stop, move and go."""
+    def agrees() -> list[dict[str, Any]]:
+        every = sorted(config_rooms(stack.wc.get_config()).values(), key=lambda r: r.name)
+        got = [msgspec.structs.asdict(r) for r in stack.wc.get_node_rooms()]
+        assert got == [dataclasses.asdict(r) for r in every]
+        return got
+
+    ok(stack, add_node("node1", 8192, ctotal=2), add_node("node2", 4096))
+    ok(stack, create("a", 1024, vcpus=2, pnode="node1"), create("b", 2048, pnode="node1"))
+    ok(stack, create("c", 512, pnode="node2"))
+    rooms = agrees()
+    assert [(r["name"], r["mused"], r["cused"], r["eligible"]) for r in rooms] == [
+        ("node1", 3072, 3, True), ("node2", 512, 1, True)
+    ]  # fmt: skip
+    ok(stack, {"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "b"})
+    ok(stack, {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "c", "target_node": "node1"})
+    ok(stack, {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "node2", "drained": True})
+    rooms = agrees()
+    assert [(r["name"], r["mused"], r["cused"], r["eligible"]) for r in rooms] == [
+        ("node1", 1536, 3, True), ("node2", 0, 0, False)
+    ]  # fmt: skip
+    ok(stack, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "a"})
+    agrees()
+    (one,) = stack.wc.get_node_rooms(nodes=["node1", stack.wc.get_object("node", "node1")["uuid"]])
+    assert (one.name, one.mused, one.cused, one.mtotal, one.ctotal) == ("node1", 512, 1, 8192, 2)
+    with pytest.raises(errors.NotFound, match="node 'node9' not found"):
+        stack.wc.get_node_rooms(nodes=["node9"])
 
 
 def test_a_canceled_move_leaves_the_instance_where_it_was(stack: Stack) -> None:

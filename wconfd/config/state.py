@@ -266,6 +266,18 @@ class ConfigState:
         """Uuids of the instances whose primary or a secondary node is `node_uuid`."""
         return frozenset(self._idx.node_refs.get(node_uuid, ()))
 
+    def room_used(self, node_uuid: str) -> tuple[int, int]:
+        """(MiB, virtual CPUs) the node's running primary instances use (SPEC §7.1), from
+        the node's own instances only."""
+        instances = self._idx.maps["instance"]
+        memory = cpus = 0
+        for uuid in self._idx.node_refs.get(node_uuid, ()):
+            inst = instances[uuid]
+            if inst.primary_node == node_uuid and inst.admin_state == "up":
+                memory += inst.memory
+                cpus += inst.vcpus
+        return memory, cpus
+
     def nodes_in_group(self, group_uuid: str) -> frozenset[str]:
         """Uuids of the nodes of node group `group_uuid`."""
         return frozenset(self._idx.group_nodes.get(group_uuid, ()))

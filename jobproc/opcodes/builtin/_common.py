@@ -13,8 +13,6 @@ from client.capacity import (
     is_running,
     no_room_message,
     node_full_message,
-    rooms,
-    vcpu_ratio,
 )
 from client.errors import NotFound
 from jobproc.locks import EXCLUSIVE, LockPhase, LockPlan, lock
@@ -71,19 +69,11 @@ def check_eligible(node: ConfigObject, purpose: str) -> None:
         )
 
 
-def node_rooms(config: ConfigReader) -> dict[str, Room]:
-    """The room of every node (by uuid) in the configuration as the opcode sees it now."""
-    cluster = config.get_object("cluster", "")
-    return rooms(
-        config.list_objects("node"), config.list_objects("instance"), vcpu_ratio(cluster)
-    )
-
-
 def place(config: ConfigReader, instance: str, memory: int, vcpus: int,
           exclude: Iterable[str] = ()) -> Room:
     """The node placement chooses for an instance of this size (SPEC §7.1); OpPrereqError
     saying what is short and where the most room is if no node has room."""
-    current = node_rooms(config).values()
+    current = config.node_rooms().values()
     room = choose(current, memory, vcpus, exclude)
     if room is None:
         raise OpPrereqError(
@@ -95,7 +85,8 @@ def place(config: ConfigReader, instance: str, memory: int, vcpus: int,
 def check_room(config: ConfigReader, node: ConfigObject, instance: str, memory: int,
                vcpus: int) -> None:
     """OpPrereqError unless the node has room for an instance of this size to run on it."""
-    room = node_rooms(config)[str(node["uuid"])]
+    uuid = str(node["uuid"])
+    room = config.node_rooms([uuid])[uuid]
     if not room.fits(memory, vcpus):
         raise OpPrereqError(node_full_message(instance, memory, vcpus, room), ECODE_NORES)
 

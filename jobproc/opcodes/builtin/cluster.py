@@ -10,7 +10,7 @@ from msgspec import Meta
 from client.capacity import vcpu_ratio
 from jobproc.locks import EXCLUSIVE, LEVELS, SHARED, LockPlan, lockset
 from jobproc.opcodes.base import MacPrefix, OpCode, OpParams, Tag, param_error
-from jobproc.opcodes.builtin._common import changed, node_rooms
+from jobproc.opcodes.builtin._common import changed
 from jobproc.opcodes.context import ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_INVAL, ECODE_STATE, OpExecError, OpPrereqError
 
@@ -95,7 +95,7 @@ class ClusterSetParams(OpCode[ClusterSetParamsParams]):
 
 def _check_cpu_limits(ctx: OpContext, ratio: float) -> None:
     """OpPrereqError if some node's running instances would exceed ctotal x `ratio`."""
-    for room in sorted(node_rooms(ctx).values(), key=lambda r: r.name):
+    for room in sorted(ctx.node_rooms().values(), key=lambda r: r.name):
         if room.cused > room.ctotal * ratio:
             raise OpPrereqError(
                 f"vcpu_ratio {ratio:g} is too small: node {room.name!r} runs {room.cused} "
@@ -155,7 +155,7 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
         for mac, n in sorted(macs.items()):
             if n > 1:
                 problems.append(f"MAC {mac} is used by {n} NICs")
-        for room in sorted(node_rooms(ctx).values(), key=lambda r: r.name):
+        for room in sorted(ctx.node_rooms().values(), key=lambda r: r.name):
             if room.mfree < 0 or room.cfree < 0:
                 problems.append(
                     f"node {room.name!r} is over capacity: its running instances use "

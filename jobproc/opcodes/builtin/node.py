@@ -12,7 +12,7 @@ from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL
 from client.errors import AlreadyExists, ConfigValidationError, NotFound, ReservationError
 from jobproc.locks import EXCLUSIVE, SHARED, LockPlan, lock
 from jobproc.opcodes.base import Name, OpCode, OpParams, param_error
-from jobproc.opcodes.builtin._common import changed, exists, get_or_fail, node_rooms
+from jobproc.opcodes.builtin._common import changed, exists, get_or_fail
 from jobproc.opcodes.context import ConfigObject, ConfigReader, OpContext
 from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError, OpPrereqError
 
@@ -216,7 +216,8 @@ class NodeSetParams(OpCode[NodeSetParamsParams]):
         """OpPrereqError if the new capacity is below what the running instances use."""
         if "mtotal" not in new and "ctotal" not in new:
             return
-        room = node_rooms(ctx)[str(node["uuid"])]
+        uuid = str(node["uuid"])
+        room = ctx.node_rooms([uuid])[uuid]
         mtotal, ctotal = new.get("mtotal", room.mtotal), new.get("ctotal", room.ctotal)
         if mtotal < room.mused or ctotal * room.vcpu_ratio < room.cused:
             raise OpPrereqError(

@@ -145,7 +145,7 @@ def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
     add, reserve, generate_mac, ...) is."""
     reads = {
         "ping", "version", "list_locks", "list_all_locks", "list_clients", "get_config",
-        "get_object", "list_objects", "wait_config_change", "list_reservations",
+        "get_object", "list_objects", "get_node_rooms", "wait_config_change", "list_reservations",
         "query_jobs", "wait_for_job_change", "query_queue_info", "query_filters",
         "get_metrics", "query_drains", "wait_for_drain_change", "get_role", "list_roles",
         "wait_queue_change", "wait_locks_change", "query_queue_overview",

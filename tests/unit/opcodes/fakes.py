@@ -11,9 +11,10 @@ import copy
 import itertools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from client.capacity import Room, rooms, vcpu_ratio
 from client.errors import (
     AlreadyExists,
     ConfigValidationError,
@@ -145,6 +146,15 @@ class FakeConfig:
         if kind == "cluster":
             return [copy.deepcopy(self.cluster)]
         return [copy.deepcopy(o) for o in self.objects[kind].values()]
+
+    def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
+        """As wconfd's get_node_rooms: the §7.1 sums over every instance, the shared rule."""
+        every = rooms(self.objects["node"].values(), self.objects["instance"].values(),
+                      vcpu_ratio(self.cluster))
+        if nodes is None:
+            return every
+        uuids = [self._find("node", n)["uuid"] for n in nodes]
+        return {uuid: every[uuid] for uuid in uuids}
 
     # -- ConfigWriter -------------------------------------------------------------------
 
