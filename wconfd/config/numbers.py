@@ -17,7 +17,37 @@ INT64_MAX: Final = (1 << 63) - 1
 
 def unstorable_number(value: Any, path: str) -> str | None:
     """'<path>: <problem>' for the first int outside signed 64 bits in a tree of builtins
-    (dicts, lists, tuples, scalars), or None if there is none."""
+    (dicts, lists, tuples, scalars), or None if there is none.
+
+    Every object written passes here, so the common case (all numbers fit) is a plain
+    walk that builds no paths; only a tree that fails it is walked again for the path."""
+    if _fits(value):
+        return None
+    return _first_unstorable(value, path)
+
+
+def _fits(value: Any) -> bool:
+    """Whether every int in the tree fits in signed 64 bits (no paths, plain loops: the
+    fast check)."""
+    kind = type(value)
+    if kind is int:
+        return INT64_MIN <= value <= INT64_MAX
+    if kind is dict:
+        items: Any = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    elif kind is str or kind is float or kind is bool or value is None:
+        return True
+    else:
+        return _first_unstorable(value, "") is None  # a subclass: the thorough walk decides
+    for item in items:  # noqa: SIM110 (a loop: all() over a generator is slower here)
+        if type(item) is not str and not _fits(item):
+            return False
+    return True
+
+
+def _first_unstorable(value: Any, path: str) -> str | None:
+    """The thorough walk of `unstorable_number`, naming the path of what it finds."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -31,7 +61,7 @@ def unstorable_number(value: Any, path: str) -> str | None:
     else:
         return None
     for key, item in items:
-        found = unstorable_number(
+        found = _first_unstorable(
             item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
         )
         if found is not None:
