@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from client.capacity import choose, no_room_message, rooms
-
-DEFAULT_MTOTAL: Final = 65536
-DEFAULT_CTOTAL: Final = 32
-DEFAULT_VCPU_RATIO: Final = 4.0
+from client.capacity import (
+    DEFAULT_CTOTAL,
+    DEFAULT_MTOTAL,
+    DEFAULT_VCPU_RATIO,
+    Room,
+    choose,
+    is_eligible,
+    no_room_message,
+    vcpu_ratio,
+)
 
 
 class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,13 +61,18 @@ class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
 
     def on_node(self, node: str) -> list[str]:
         """The names of the instances whose primary node is `node`, sorted."""
-        return sorted(i.name for i in self.instances.values() if i.primary_node == node)
+        return sorted(_BY_NODE.get(self.instances).get(node, ()))
+
+    def used(self, node: str) -> tuple[int, int]:
+        """(MiB, virtual CPUs) the running primary instances of `node` use."""
+        return _USED.get(self.instances).get(node, (0, 0))
 
     def with_moves(self, moves: Iterable[tuple[str, str]]) -> ClusterView:
         """The view as it will be once each `(instance, target node)` move is done.
 
         Planning counts the moves already under way as done, so that two moves planned in
-        one pass (or one pass and the next) do not both take the same room.
+        one pass (or one pass and the next) do not both take the same room.  The new
+        view's per-node use is the old one adjusted by the moves (not recounted).
         """
         changed = {
             name: msgspec.structs.replace(self.instances[name], primary_node=target)
@@ -71,9 +81,69 @@ class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
         }
         if not changed:
             return self
-        return ClusterView(
-            nodes=self.nodes, instances={**self.instances, **changed}, vcpu_ratio=self.vcpu_ratio
-        )
+        used = dict(_USED.get(self.instances))
+        for name, inst in changed.items():
+            _add_use(used, self.instances[name], -1)
+            _add_use(used, inst, 1)
+        instances = {**self.instances, **changed}
+        _USED.put(instances, used)
+        return ClusterView(nodes=self.nodes, instances=instances, vcpu_ratio=self.vcpu_ratio)
+
+
+Instances = Mapping[str, InstanceFacts]
+T = TypeVar("T")
+
+
+class _IdentityMemo(Generic[T]):
+    """What is derived from an instances mapping, by the mapping's identity: views are
+    immutable, so placement and the drain core, which ask on every decision, derive it
+    once per mapping.  Only the last few are kept (each with its mapping, so that an id
+    stays its own)."""
+
+    def __init__(self, derive: Callable[[Instances], T], size: int = 8) -> None:
+        self._derive = derive
+        self._size = size
+        self._kept: dict[int, tuple[Instances, T]] = {}
+
+    def get(self, instances: Instances) -> T:
+        hit = self._kept.get(id(instances))
+        if hit is not None and hit[0] is instances:
+            return hit[1]
+        value = self._derive(instances)
+        self.put(instances, value)
+        return value
+
+    def put(self, instances: Instances, value: T) -> None:
+        self._kept.pop(id(instances), None)
+        self._kept[id(instances)] = (instances, value)
+        while len(self._kept) > self._size:
+            del self._kept[next(iter(self._kept))]  # the oldest
+
+
+def _add_use(used: dict[str, tuple[int, int]], inst: InstanceFacts, sign: int) -> None:
+    if inst.admin_state == "up":
+        mem, cpus = used.get(inst.primary_node, (0, 0))
+        used[inst.primary_node] = (mem + sign * inst.memory, cpus + sign * inst.vcpus)
+
+
+def _sum_use(instances: Instances) -> dict[str, tuple[int, int]]:
+    """node -> (MiB, vcpus) of its running primary instances."""
+    used: dict[str, tuple[int, int]] = {}
+    for inst in instances.values():
+        _add_use(used, inst, 1)
+    return used
+
+
+def _group_by_node(instances: Instances) -> dict[str, list[str]]:
+    """node -> the names of its primary instances."""
+    by_node: dict[str, list[str]] = {}
+    for inst in instances.values():
+        by_node.setdefault(inst.primary_node, []).append(inst.name)
+    return by_node
+
+
+_USED = _IdentityMemo(_sum_use)
+_BY_NODE = _IdentityMemo(_group_by_node, size=4)
 
 
 def _num(value: Any, default: float) -> Any:
@@ -83,7 +153,7 @@ def _num(value: Any, default: float) -> Any:
 def view_from_config(doc: Mapping[str, Any]) -> ClusterView:
     """The view of a configuration document of SPEC §5 (as `get_config` returns it).
 
-    Capacity fields (`mtotal`, `ctotal`, the cluster's `vcpu_ratio`) take their §7.1
+    Capacity fields (`mtotal`, `ctotal`, the cluster policy's `vcpu-ratio`) take their §7.1
     defaults when the document does not carry them.
     """
     node_names: dict[str, str] = {}
@@ -110,8 +180,7 @@ def view_from_config(doc: Mapping[str, Any]) -> ClusterView:
             vcpus=int(_num(inst.get("vcpus"), 1)),
         )
     cluster = doc.get("cluster") or {}
-    ratio = float(_num(cluster.get("vcpu_ratio"), DEFAULT_VCPU_RATIO))
-    return ClusterView(nodes=nodes, instances=instances, vcpu_ratio=ratio)
+    return ClusterView(nodes=nodes, instances=instances, vcpu_ratio=vcpu_ratio(cluster))
 
 
 def capacity_key(view: ClusterView) -> str:
@@ -122,24 +191,11 @@ def capacity_key(view: ClusterView) -> str:
     it succeed (a node added, undrained or brought online, more memory, an instance
     stopped, removed or moved away) changes the key.
     """
-    used_mem: dict[str, int] = {}
-    used_cpu: dict[str, int] = {}
-    for inst in view.instances.values():
-        if inst.admin_state == "up":
-            used_mem[inst.primary_node] = used_mem.get(inst.primary_node, 0) + inst.memory
-            used_cpu[inst.primary_node] = used_cpu.get(inst.primary_node, 0) + inst.vcpus
     facts = sorted(
-        (
-            n.name,
-            n.offline,
-            n.drained,
-            n.vm_capable,
-            n.mtotal - used_mem.get(n.name, 0),
-            n.ctotal,
-            used_cpu.get(n.name, 0),
-        )
+        (n.name, n.offline, n.drained, n.vm_capable, n.mtotal - view.used(n.name)[0], n.ctotal,
+         view.used(n.name)[1])
         for n in view.nodes.values()
-    )
+    )  # fmt: skip
     # A digest, not hash(): the key is stored in drain records and must survive a restart.
     encoded = msgspec.json.encode([view.vcpu_ratio, facts])
     return hashlib.blake2b(encoded, digest_size=12).hexdigest()
@@ -163,22 +219,24 @@ def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
     eligible node, not `exclude` nor the instance's own, with room and the most free
     memory; NoRoom with the placement's message (`no node has room for web3: …`)."""
     inst = view.instances[instance]
-    nodes = [
-        {"uuid": n.name, "name": n.name, "offline": n.offline, "drained": n.drained,
-         "vm_capable": n.vm_capable, "mtotal": n.mtotal, "ctotal": n.ctotal}
-        for n in view.nodes.values()
-    ]  # fmt: skip
-    others = [
-        {"primary_node": i.primary_node, "admin_state": i.admin_state,
-         "memory": i.memory, "vcpus": i.vcpus}
-        for i in view.instances.values()
-        if i.name != instance
-    ]  # fmt: skip
-    candidates = rooms(nodes, others, view.vcpu_ratio).values()
     running = inst.admin_state == "up"
     memory, vcpus = (inst.memory, inst.vcpus) if running else (0, 0)
+    candidates = [_room(view, n, inst, memory, vcpus) for n in view.nodes.values()]
     skip = exclude | {inst.primary_node}
     room = choose(candidates, memory, vcpus, skip)
     if room is None:
         raise NoRoom(no_room_message(instance, inst.memory, inst.vcpus, candidates, skip))
     return room.name
+
+
+def _room(view: ClusterView, node: NodeFacts, inst: InstanceFacts, memory: int, vcpus: int) -> Room:
+    """The node's room as placement sees it for `inst` (not counting `inst` itself)."""
+    mem, cpus = view.used(node.name)
+    if node.name == inst.primary_node:
+        mem, cpus = mem - memory, cpus - vcpus
+    eligible = is_eligible(
+        {"offline": node.offline, "drained": node.drained, "vm_capable": node.vm_capable}
+    )
+    return Room(
+        node.name, node.name, node.mtotal, node.ctotal, view.vcpu_ratio, mem, cpus, eligible
+    )

@@ -71,6 +71,13 @@ def test_view_from_config_speaks_names_and_defaults_the_capacity():
     assert view.on_node("node1") == ["web1"] and view.vcpu_ratio == 4.0
 
 
+def test_view_from_config_takes_the_cluster_policys_vcpu_ratio():
+    # Where wconfd keeps it (OP_CLUSTER_SET_PARAMS vcpu_ratio writes ipolicy["vcpu-ratio"]):
+    # the drains place with the same limit as the opcodes.
+    doc = {"nodes": {}, "instances": {}, "cluster": {"ipolicy": {"vcpu-ratio": 2.0}}}
+    assert view_from_config(doc).vcpu_ratio == 2.0
+
+
 def test_the_capacity_key_changes_with_room_and_not_with_names_of_things_that_use_none():
     doc = {
         "nodes": {"u1": {"name": "node1"}, "u2": {"name": "node2"}},
