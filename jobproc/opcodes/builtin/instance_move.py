@@ -69,6 +69,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
     def __init__(self, params: InstanceMoveParams) -> None:
         super().__init__(params)
         self.source: str | None = None  # node uuid, read under the instance lock
+        self.source_name = ""  # its name (the lock's; node/<source> keeps it from changing)
         self.target: str | None = None  # node name (the lock's name)
 
     def locks(self, params: InstanceMoveParams, config: ConfigReader) -> LockPlan:
@@ -80,6 +81,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
         """Phase 1: find source and target under the instance lock."""
         inst = get_or_fail(config, "instance", self.params.instance_name)
         self.source = str(inst["primary_node"])
+        self.source_name = node_name(config, self.source)
         secondaries = [s for s in inst.get("secondary_nodes") or () if s != self.source]
         if self.params.target_node is not None:
             self.target = node_lock_name(config, self.params.target_node)
@@ -88,7 +90,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
         else:
             memory, vcpus = uses_room(inst)
             self.target = place(config, str(inst["name"]), memory, vcpus, [self.source]).name
-        return LockPhase.of([(lock("node", node_name(config, self.source)), SHARED),
+        return LockPhase.of([(lock("node", self.source_name), SHARED),
                              (lock("node", self.target), SHARED),
                              (lock("node-res", self.target), EXCLUSIVE)])  # fmt: skip
 
@@ -101,7 +103,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
         if inst["primary_node"] != self.source:  # impossible while the instance lock holds
             raise OpExecError(f"instance {name!r} moved while its locks were taken")
         target = get_or_fail(ctx, "node", self.target)
-        source_name = node_name(ctx, self.source)
+        source_name = self.source_name
         if target["uuid"] == self.source:
             raise OpExecError(
                 f"instance {name!r} is already on node {target['name']!r}", ECODE_INVAL
