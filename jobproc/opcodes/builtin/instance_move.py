@@ -68,7 +68,8 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
 
     def __init__(self, params: InstanceMoveParams) -> None:
         super().__init__(params)
-        self.source: str | None = None  # node uuid, read under the instance lock
+        self.instance: dict[str, Any] = {}  # as read under its lock (which keeps it so)
+        self.source: str | None = None  # its primary node's uuid
         self.source_name = ""  # its name (the lock's; node/<source> keeps it from changing)
         self.target: str | None = None  # node name (the lock's name)
 
@@ -79,7 +80,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
 
     def _nodes(self, config: ConfigReader) -> LockPhase:
         """Phase 1: find source and target under the instance lock."""
-        inst = get_or_fail(config, "instance", self.params.instance_name)
+        inst = self.instance = get_or_fail(config, "instance", self.params.instance_name)
         self.source = str(inst["primary_node"])
         self.source_name = node_name(config, self.source)
         secondaries = [s for s in inst.get("secondary_nodes") or () if s != self.source]
@@ -95,13 +96,15 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
                              (lock("node-res", self.target), EXCLUSIVE)])  # fmt: skip
 
     def execute(self, ctx: OpContext) -> dict[str, Any]:
-        """Check the target (eligible, room), wait `duration`, rewrite the node roles."""
+        """Check the target (eligible, room), wait `duration`, rewrite the node roles.
+
+        The instance is the one read in the lock phase: instance/<name>, held since
+        before that read, keeps it from changing.  The target is read again, now that
+        its locks are held."""
         if self.source is None or self.target is None:
             raise RuntimeError("locks() must have resolved the nodes before execute()")
-        inst = get_or_fail(ctx, "instance", self.params.instance_name)
+        inst = self.instance
         name = str(inst["name"])
-        if inst["primary_node"] != self.source:  # impossible while the instance lock holds
-            raise OpExecError(f"instance {name!r} moved while its locks were taken")
         target = get_or_fail(ctx, "node", self.target)
         source_name = self.source_name
         if target["uuid"] == self.source:
