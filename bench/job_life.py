@@ -14,7 +14,12 @@ opcode started).  It reports:
   (`start_ts`), medians over the bursts of each burst's p50;
 - `end_to_end`: `--jobs` jobs at once until all are final: jobs/s, and the CPU time one
   job costs in each process (the job's own, luxid, wconfd, the zygote) — on a loaded
-  2-core machine the throughput is what the CPU per job allows.
+  2-core machine the throughput is what the CPU per job allows;
+- `process_floor`: what a job process costs before it does anything (SPEC §6: one
+  process per job): a preloaded zygote (jobproc.zygote.preload) forks children that exit
+  at once; the CPU of the fork (in the zygote) and of the child (its copy-on-write faults
+  and its end), medians, and the jobs/s the machine's cores would allow if a job cost
+  only that and the daemons' measured CPU per job (`ceiling_jobs_per_s`).
 
 Prints one JSON object.  Run it with an older tree on PYTHONPATH to compare (the marks
 are then absent, the other figures are not).
@@ -28,6 +33,7 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -209,6 +215,40 @@ def end_to_end(s: Stack, count: int) -> dict[str, Any]:
     }
 
 
+# Run in a fresh interpreter (the zygote's imports, not this script's): forks `n` children
+# that exit at once; prints the median CPU ms of the fork (parent) and of each child.
+FLOOR = """
+import json, os, resource, statistics, sys, time
+from jobproc.zygote import preload
+preload()
+def one():
+    t = time.process_time()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    fork = time.process_time() - t
+    _, _, usage = os.wait4(pid, 0)
+    return fork * 1000, (usage.ru_utime + usage.ru_stime) * 1000, usage.ru_minflt
+runs = [one() for _ in range(int(sys.argv[1]))]
+rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+print(json.dumps({"fork_ms": statistics.median(r[0] for r in runs),
+                  "child_ms": statistics.median(r[1] for r in runs),
+                  "child_minflt": statistics.median(r[2] for r in runs), "zygote_rss_mb": rss}))
+"""
+
+
+def process_floor(e2e: dict[str, Any], children: int = 200) -> dict[str, Any]:
+    """The fork-and-exit cost of a job process, and the ceiling it leaves (see above)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOR, str(children)], capture_output=True, check=True, timeout=120
+    )
+    floor = {k: round(v, 3) for k, v in json.loads(done.stdout).items()}
+    cpu = e2e["cpu_ms_per_job"]
+    per_job = floor["fork_ms"] + floor["child_ms"] + cpu.get("wconfd", 0) + cpu.get("luxid", 0)
+    floor["ceiling_jobs_per_s"] = round(cpu_count() * 1000 / per_job, 1)
+    return floor
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=1000, help="jobs for the end-to-end run")
@@ -224,6 +264,7 @@ def main() -> None:
         set_max_running(s.run, 20)
         out["burst"] = burst(s, args.bursts)
         out["end_to_end"] = end_to_end(s, args.jobs)
+    out["process_floor"] = process_floor(out["end_to_end"])
     print(json.dumps(out))
 
 
