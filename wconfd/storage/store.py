@@ -8,13 +8,16 @@ One `LocalStore` keeps one state machine's history in a directory:
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
 current round, so every record appended meanwhile shares that write; while a write is
 in flight, new records queue for the next one.  Where the disk is fast (a write under
-`inline_threshold`, default 2 ms) the write runs on the event-loop thread - a thread
-hand-off costs ~100 µs here, as much as the flush itself; where it is slow the writes move
-to the store's own thread so the loop never stalls for long (sync_mode "auto"; "inline"
-and "thread" force one way).  The file I/O itself (RWF_DSYNC writes into preallocated
-space, undo on failure) is journal_io.py; positions and preallocation are layout.py; a
-batch's framing and callers are batch.py.  If a write fails and cannot be undone the
-store is *broken* (`broken` says why) and refuses every further append.
+`inline_threshold`, default 2 ms) and one writer at a time waits for it, the write runs
+on the event-loop thread - a thread hand-off costs ~100 µs here, as much as the flush
+itself.  Where it is slow, or several clients' records share the batches (the last one
+held more than one), the writes go to the store's own thread, so that the loop never
+stalls for long and goes on serving the other clients (their reads, their next records)
+while the disk works (sync_mode "auto"; "inline" and "thread" force one way).  The file
+I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
+positions and preallocation are layout.py; a batch's framing and callers are batch.py.
+If a write fails and cannot be undone the store is *broken* (`broken` says why) and
+refuses every further append.
 
 What it promises (ordering, durability before the answer, atomic batches, failure) is
 the DurableStore contract of seam.py.  `open()` drops a torn journal tail; damage before
@@ -110,6 +113,7 @@ class LocalStore(Generic[S, R]):
         self._snapshotting = False
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ewma = 0.0
+        self._shared = False  # the last batch held records of more than one append
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
 
@@ -232,9 +236,9 @@ class LocalStore(Generic[S, R]):
             self._loop.call_soon(self._flush)
 
     def _use_thread(self) -> bool:
-        """Whether this write goes to the store thread (slow disk or forced)."""
+        """Whether this write goes to the store thread (slow disk, shared batches, forced)."""
         if self.sync_mode == "auto":
-            return self._ewma >= self.inline_threshold
+            return self._shared or self._ewma >= self.inline_threshold
         return self.sync_mode == "thread"
 
     def _flush(self) -> None:
@@ -305,6 +309,7 @@ class LocalStore(Generic[S, R]):
         self.stats.wrote(result.elapsed)
         self.stats.max_batch = max(self.stats.max_batch, len(batch))
         self._ewma = 0.8 * self._ewma + 0.2 * result.elapsed
+        self._shared = len(batch) > 1
         self._dsync = result.dsync
         if result.error is not None:
             self.stats.failed_writes += 1

@@ -104,6 +104,51 @@ def test_auto_mode_moves_slow_syncs_off_the_loop(tmp_path: Path) -> None:
     assert reload(tmp_path)[0] == {"k": 19}
 
 
+def test_auto_mode_writes_inline_for_one_writer_and_off_the_loop_for_several(
+    tmp_path: Path,
+) -> None:
+    """A fast disk: one writer at a time is written on the loop (no thread hand-off);
+    once batches hold several clients' records, the writes go to the store thread and
+    the loop goes on running while the disk works."""
+    ticks: list[float] = []
+    writing: list[tuple[float, float]] = []
+
+    class Timed(FileOps):
+        def pwrite_dsync(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+            start = time.monotonic()
+            time.sleep(0.02)  # long enough for the loop to tick, even on a loaded machine
+            super().pwrite_dsync(fd, data, offset)
+            writing.append((start, time.monotonic()))
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.0005)
+
+    async def main() -> None:
+        store = make_store(tmp_path, Timed(), inline_threshold=1.0)  # never "slow"
+        store.open()
+        for i in range(10):
+            await store.append(Put(key="lone", value=i))
+        assert store.stats.inline_writes == 10  # one writer: every write on the loop
+        tick = asyncio.ensure_future(ticker())
+        writing.clear()
+        inline_before = store.stats.inline_writes
+        await asyncio.gather(*[store.append(Put(key=f"w{w}", value=w)) for w in range(8)])
+        await asyncio.gather(*[store.append(Put(key=f"w{w}", value=-w)) for w in range(8)])
+        tick.cancel()
+        # The first shared batch was written inline (it showed the sharing); the next
+        # one went to the thread, and the loop ticked while it was written.
+        assert store.stats.inline_writes == inline_before + 1
+        start, end = writing[-1]
+        assert any(start < t < end for t in ticks), "the loop stalled during the write"
+        await store.aclose()
+
+    asyncio.run(main())
+    state = reload(tmp_path)[0]
+    assert state["lone"] == 9 and all(state[f"w{w}"] == -w for w in range(8))
+
+
 def test_on_durable_runs_even_if_caller_cancelled(tmp_path: Path) -> None:
     applied: list[Rec] = []
 
