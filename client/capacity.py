@@ -68,11 +68,14 @@ class Room:
 
 def is_eligible(node: Obj) -> bool:
     """May instances be placed on this node?  Online, not drained, vm_capable."""
-    return (
-        not node.get("offline", False)
-        and not node.get("drained", False)
-        and node.get("vm_capable", True) is not False
+    return eligible(
+        node.get("offline", False), node.get("drained", False), node.get("vm_capable", True)
     )
+
+
+def eligible(offline: bool, drained: bool, vm_capable: bool) -> bool:
+    """The rule of `is_eligible` on a node's three flags (for typed node records)."""
+    return not offline and not drained and vm_capable is not False
 
 
 def is_running(instance: Obj) -> bool:

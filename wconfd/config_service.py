@@ -15,6 +15,7 @@ from typing import Any, cast
 import msgspec
 
 from client.api.wconfd import Kind, NodeRoom, UpdateResult
+from client.capacity import eligible
 from client.errors import InvalidParams
 from client.filterrules import check_filter_object
 from wconfd.clients import Client
@@ -104,9 +105,9 @@ class ConfigService:
         rooms = []
         for node in found:
             mused, cused = config.room_used(node.uuid)
-            eligible = not node.offline and not node.drained and node.vm_capable
+            ok = eligible(node.offline, node.drained, node.vm_capable)
             rooms.append(NodeRoom(node.uuid, node.name, node.mtotal, node.ctotal, ratio,
-                                  mused, cused, eligible))  # fmt: skip
+                                  mused, cused, ok))  # fmt: skip
         return rooms
 
     async def wait_config_change(self, client: Client, since_serial: int, timeout: float) -> int:

@@ -25,7 +25,7 @@ from client.capacity import (
     DEFAULT_VCPU_RATIO,
     Room,
     choose,
-    is_eligible,
+    eligible,
     no_room_message,
     vcpu_ratio,
 )
@@ -234,9 +234,5 @@ def _room(view: ClusterView, node: NodeFacts, inst: InstanceFacts, memory: int, 
     mem, cpus = view.used(node.name)
     if node.name == inst.primary_node:
         mem, cpus = mem - memory, cpus - vcpus
-    eligible = is_eligible(
-        {"offline": node.offline, "drained": node.drained, "vm_capable": node.vm_capable}
-    )
-    return Room(
-        node.name, node.name, node.mtotal, node.ctotal, view.vcpu_ratio, mem, cpus, eligible
-    )
+    ok = eligible(node.offline, node.drained, node.vm_capable)
+    return Room(node.name, node.name, node.mtotal, node.ctotal, view.vcpu_ratio, mem, cpus, ok)

@@ -7,14 +7,9 @@ One `LocalStore` keeps one state machine's history in a directory:
 
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
 current round, so every record appended meanwhile shares that write; while a write is
-in flight, new records queue for the next one.  Where the disk is fast (a write under
-`inline_threshold`, default 2 ms) and one writer at a time waits for it, the write runs
-on the event-loop thread - a thread hand-off costs ~100 µs here, as much as the flush
-itself.  Where it is slow, or several clients' records share the batches (the last one
-held more than one), the writes go to the store's own thread, so that the loop never
-stalls for long and goes on serving the other clients (their reads, their next records)
-while the disk works (sync_mode "auto"; "inline" and "thread" force one way).  The file
-I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
+in flight, new records queue for the next one.  Whether a batch is written on the
+event-loop thread or on the store's own thread is placement.py's choice.  The file I/O
+itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
 positions and preallocation are layout.py; a batch's framing and callers are batch.py.
 If a write fails and cannot be undone the store is *broken* (`broken` says why) and
 refuses every further append.
@@ -33,7 +28,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -43,13 +38,13 @@ from .batch import Pending, StoreStats, complete_batch, fail_batch, frame_batch,
 from .fileops import FileOps, dsync_supported
 from .journal_io import IoResult, JournalFiles
 from .layout import JournalLayout
+from .placement import SyncMode, WritePlacement
 from .seam import Loaded
 
 log = logging.getLogger("wconfd.storage")
 
 S = TypeVar("S")
 R = TypeVar("R")
-SyncMode = Literal["auto", "inline", "thread"]
 
 
 class LocalStore(Generic[S, R]):
@@ -94,8 +89,7 @@ class LocalStore(Generic[S, R]):
         self.journal_limit = journal_limit
         self.snapshot_ratio = snapshot_ratio
         self.prealloc = prealloc
-        self.sync_mode: SyncMode = sync_mode
-        self.inline_threshold = inline_threshold
+        self._placement = WritePlacement(sync_mode, inline_threshold)
         self.indent = indent
         self.stats = StoreStats()
         self.broken: str | None = None
@@ -112,8 +106,6 @@ class LocalStore(Generic[S, R]):
         self._paused = 0
         self._snapshotting = False
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._ewma = 0.0
-        self._shared = False  # the last batch held records of more than one append
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
 
@@ -235,12 +227,6 @@ class LocalStore(Generic[S, R]):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def _use_thread(self) -> bool:
-        """Whether this write goes to the store thread (slow disk, shared batches, forced)."""
-        if self.sync_mode == "auto":
-            return self._shared or self._ewma >= self.inline_threshold
-        return self.sync_mode == "thread"
-
     def _flush(self) -> None:
         """Write every queued record as one batch (group commit)."""
         self._flush_scheduled = False
@@ -250,7 +236,7 @@ class LocalStore(Generic[S, R]):
         if self._layout.pos + size > self._layout.alloc_end and self._extending:
             return  # the extension in flight will make room; it kicks when done
         batch, self._queue = self._queue, []
-        if self._use_thread():
+        if self._placement.use_thread():
             self._inflight = True
             data, start = frame_batch(batch, self._durable_seq + 1), self._layout.pos
             loop = self._loop
@@ -308,8 +294,7 @@ class LocalStore(Generic[S, R]):
         fail them all with StorageError (also returned)."""
         self.stats.wrote(result.elapsed)
         self.stats.max_batch = max(self.stats.max_batch, len(batch))
-        self._ewma = 0.8 * self._ewma + 0.2 * result.elapsed
-        self._shared = len(batch) > 1
+        self._placement.wrote(len(batch), result.elapsed)
         self._dsync = result.dsync
         if result.error is not None:
             self.stats.failed_writes += 1
