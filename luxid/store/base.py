@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+from client.daemon.write_placement import SyncMode
 from luxid.jobs import Job
 
 
@@ -53,6 +54,11 @@ class JobStore(Protocol):
     @property
     def last_job_id(self) -> int:
         """The highest job id ever inserted (committed)."""
+
+    @property
+    def sync_mode(self) -> SyncMode:
+        """Where the group commit may run transactions: "auto" lets a lone writer's run on
+        the event loop (a local disk); "thread" keeps them all off it (a remote store)."""
 
     def load_live(self) -> list[Job]:
         """Every non-archived job, by id, with its log entries."""

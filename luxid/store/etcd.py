@@ -34,6 +34,7 @@ from client.daemon.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
 from client.daemon.etcd.fencing import FencedWriter
 from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
+from client.daemon.write_placement import SyncMode
 from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.store.etcd_keys import (
     Gate,
@@ -146,6 +147,8 @@ class EtcdJobStore:
     deposed (`Fenced`) or its outcome unknown (`OutcomeUnknown`): luxid then stops serving
     this term; the next term loads the state from etcd again.
     """
+
+    sync_mode: SyncMode = "thread"  # every commit is a network round trip: off the loop
 
     def __init__(
         self,

@@ -4,8 +4,14 @@ A commit costs one fsync (milliseconds on many disks), so writes are never made 
 one: the event loop enqueues them (new jobs, job updates, archive and meta changes) and
 awaits their result; the worker takes everything queued so far and commits it in ONE
 transaction.  While a commit runs, new writes queue up for the next one, so N concurrent
-submits or job reports cost one fsync, not N.  The event loop never blocks on the disk,
-and the worker decides nothing: every job it writes was built on the event loop.
+submits or job reports cost one fsync, not N.  The worker decides nothing: every job it
+writes was built on the event loop.
+
+A lone writer's commit runs on the event loop itself (client.daemon.write_placement, the
+rule wconfd's journal follows): the thread hand-off would cost about as much as the
+fsync, and no other client waits meanwhile.  Once batches are shared, the disk is slow,
+or the store is remote (its `sync_mode` is "thread": etcd), commits go to the worker and
+the event loop never blocks on the disk.  Store calls of their own (`call`) always do.
 
 Writes are applied in the order they were enqueued (enqueueing is synchronous, so the
 order is the order of the event loop's decisions).  If a batch fails with a storage error,
@@ -18,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from client import errors
+from client.daemon.write_placement import WritePlacement
 from luxid.jobs import Job
 from luxid.store.base import JobStore, StoreTransaction
 
@@ -66,6 +74,7 @@ class GroupCommit:
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
+        self._placement = WritePlacement(store.sync_mode)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="luxid-store")
         self._queue: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -127,7 +136,10 @@ class GroupCommit:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                outcomes = await loop.run_in_executor(self._executor, self._process, batch)
+                if self._placement.use_thread() or any(w.alone is not None for w in batch):
+                    outcomes = await loop.run_in_executor(self._executor, self._timed, batch)
+                else:
+                    outcomes = self._timed(batch)
                 for write, outcome in zip(batch, outcomes, strict=True):
                     if write.future.done():
                         continue
@@ -138,8 +150,16 @@ class GroupCommit:
         finally:
             self._flusher = None
 
+    def _timed(self, batch: list[_Write]) -> list[Outcome]:
+        """Process `batch` and tell the placement its size and time (where the next goes)."""
+        start = time.perf_counter()
+        outcomes = self._process(batch)
+        self._placement.wrote(len(batch), time.perf_counter() - start)
+        return outcomes
+
     def _process(self, batch: list[_Write]) -> list[Outcome]:
-        """Worker thread: consecutive transactional writes commit together, in order."""
+        """Consecutive transactional writes commit together, in order (on the worker, or
+        on the event loop for a lone writer)."""
         outcomes: list[Outcome] = []
         group: list[_Write] = []
         for write in batch:

@@ -30,6 +30,7 @@ import msgspec
 from msgspec.structs import replace
 
 from client import errors
+from client.daemon.write_placement import SyncMode
 from luxid.jobs.model import Job, LogEntry, job_status
 from luxid.store.jobdata import age_ts, attach_logs, strip
 
@@ -204,6 +205,8 @@ class SqliteTransaction:
 
 class SqliteJobStore:
     """The job database. Open with `SqliteJobStore.open(path)`; close with `close()`."""
+
+    sync_mode: SyncMode = "auto"  # a local disk: a lone writer commits on the event loop
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
@@ -403,4 +406,3 @@ class SqliteJobStore:
     def status_of(self, job_id: int) -> str | None:
         """The stored status of one job (archived included), None if unknown."""
         return self.statuses([job_id]).get(job_id)
-

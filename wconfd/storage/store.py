@@ -32,13 +32,13 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from client.daemon.write_placement import SyncMode, WritePlacement
 from client.errors import StorageError
 
 from .batch import Pending, StoreStats, complete_batch, fail_batch, frame_batch, frame_sizes
 from .fileops import FileOps, dsync_supported
 from .journal_io import IoResult, JournalFiles
 from .layout import JournalLayout
-from .placement import SyncMode, WritePlacement
 from .seam import Loaded
 
 log = logging.getLogger("wconfd.storage")
