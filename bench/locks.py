@@ -19,7 +19,10 @@ directory's disk: one RWF_DSYNC write of a lock record into preallocated space
 (`flush_us`).  SPEC §4.4 rule 7 makes every change durable before its answer, and a
 sync client's cycle is two answered calls, so no sync client can exceed
 1e6 / (2 * flush_us) cycles/s (`flush_floor_cycles_per_s`); `single_to_floor` says how
-close to that floor the measured rate is (the rest is CPU and transport).
+close to that floor the measured rate is (the rest is CPU and transport).  Each call also
+makes a round trip, at least a `ping`'s (`ping_us`, the same client, same alternations),
+so `round_trip_floor_cycles_per_s` = 1e6 / (2 * (flush_us + ping_us)) is what a sync
+client could reach if the lock work itself cost nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +94,16 @@ def cycles_per_s(client: WConfdClient, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
+def ping_us(client: WConfdClient, rounds: int = 2000) -> float:
+    """Median time of one ping round trip (transport, dispatch; no lock work, no disk)."""
+    samples = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        client.ping()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples) * 1e6
+
+
 def single_client(socket: Path, state: Path) -> dict[str, float]:
     """One client's cycles/s without and while holding 500 other locks (instance
     locks, before node in lock order), alternated so both see the same disk load; the
@@ -100,22 +113,29 @@ def single_client(socket: Path, state: Path) -> dict[str, float]:
     without: list[float] = []
     holding: list[float] = []
     flushes: list[float] = []
+    pings: list[float] = []
     with WConfdClient(socket, name="bench") as client:
         client.ping()
         for _ in range(ALTERNATIONS):
             without.append(cycles_per_s(client, part))
             flushes.append(flush_us(state))
+            pings.append(ping_us(client))
             assert client.try_update_locks(held) == []
             holding.append(cycles_per_s(client, part))
             client.free_locks()
     a, b = statistics.median(without), statistics.median(holding)
     flush = statistics.median(flushes)
     floor = 1e6 / (2 * flush)
+    ping = statistics.median(pings)
+    round_trip_floor = 1e6 / (2 * (flush + ping))
     return {
         "single_client_cycles_per_s": round(a),
         "flush_us": round(flush, 1),
         "flush_floor_cycles_per_s": round(floor),
         "single_to_floor": round(a / floor, 3),
+        "ping_us": round(ping, 1),
+        "round_trip_floor_cycles_per_s": round(round_trip_floor),
+        "single_to_round_trip_floor": round(a / round_trip_floor, 3),
         "holding_500_cycles_per_s": round(b),
         "holding_500_ratio": round(b / a, 3),
     }

@@ -71,14 +71,22 @@ def ping_ratio(j: Json) -> tuple[str, bool]:
 
 def lock_cycles(j: Json) -> tuple[str, bool]:
     # Beside the figure, the floor that "durable before the answer" (SPEC §4.4 rule 7)
-    # leaves on this disk, measured in the same run: two RWF_DSYNC flushes per cycle.
+    # leaves on this disk, measured in the same run: two RWF_DSYNC flushes per cycle;
+    # and with each call's round trip (a ping's) added, what a sync client could reach.
     rate = j["single_client_cycles_per_s"]
     shown = f"{rate}/s"
     if "flush_floor_cycles_per_s" in j:
         shown += (
             f" (flush floor {j['flush_floor_cycles_per_s']}/s at {j['flush_us']} µs a"
-            f" flush; {j['single_to_floor']} of it)"
+            f" flush; {j['single_to_floor']} of it"
         )
+        if "round_trip_floor_cycles_per_s" in j:
+            shown += (
+                f"; with a {j['ping_us']} µs round trip per call"
+                f" {j['round_trip_floor_cycles_per_s']}/s,"
+                f" {j['single_to_round_trip_floor']} of it"
+            )
+        shown += ")"
     return shown, rate >= 3000
 
 
