@@ -8,8 +8,8 @@ One `LocalStore` keeps one state machine's history in a directory:
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
 current round, so every record appended meanwhile shares that write; while a write is
 in flight, new records queue for the next one.  Whether a batch is written on the
-event-loop thread or on the store's own thread is placement.py's choice.  The file I/O
-itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
+event-loop thread or on the store's own thread is client.daemon.write_placement's
+choice.  The file I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
 positions and preallocation are layout.py; a batch's framing and callers are batch.py.
 If a write fails and cannot be undone the store is *broken* (`broken` says why) and
 refuses every further append.
