@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from client import LuxiClient, WConfdClient
 
@@ -99,6 +99,17 @@ def rapi(run: Path, state: Path, *extra: str) -> Iterator[http.client.HTTPConnec
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def per_call_us(fn: Callable[[], Any], rounds: int = 2000) -> float:
+    """Median of 5 batches of the mean time of `fn` in microseconds."""
+    batches = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(rounds // 5):
+            fn()
+        batches.append((time.perf_counter() - t0) / (rounds // 5))
+    return statistics.median(batches) * 1e6
 
 
 def summary(samples: list[float]) -> dict[str, float]:

@@ -26,13 +26,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.append(sys.path.pop(0))  # bench/queue.py must not shadow the stdlib's queue
 
-from _util import daemon
+from _util import daemon, per_call_us
 from locks import flush_us
 
 from client import WConfdClient
@@ -46,17 +45,6 @@ from wconfd.storage.fileops import FileOps
 from wconfd.storage.journal import encode_frame
 
 ROUNDS = 2000
-
-
-def per_call_us(fn: Callable[[], Any], rounds: int = ROUNDS) -> float:
-    """Median of 5 batches of the mean time of `fn` in microseconds."""
-    batches = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(rounds // 5):
-            fn()
-        batches.append((time.perf_counter() - t0) / (rounds // 5))
-    return statistics.median(batches) * 1e6
 
 
 def in_process() -> dict[str, float]:

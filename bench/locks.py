@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.append(sys.path.pop(0))
 
 import psutil
-from _util import daemon
+from _util import daemon, per_call_us
 
 from client import WConfdClient
 from wconfd.storage.fileops import FileOps
@@ -94,16 +94,6 @@ def cycles_per_s(client: WConfdClient, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def ping_us(client: WConfdClient, rounds: int = 2000) -> float:
-    """Median time of one ping round trip (transport, dispatch; no lock work, no disk)."""
-    samples = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        client.ping()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples) * 1e6
-
-
 def single_client(socket: Path, state: Path) -> dict[str, float]:
     """One client's cycles/s without and while holding 500 other locks (instance
     locks, before node in lock order), alternated so both see the same disk load; the
@@ -119,7 +109,7 @@ def single_client(socket: Path, state: Path) -> dict[str, float]:
         for _ in range(ALTERNATIONS):
             without.append(cycles_per_s(client, part))
             flushes.append(flush_us(state))
-            pings.append(ping_us(client))
+            pings.append(per_call_us(client.ping))  # transport, dispatch: no lock work
             assert client.try_update_locks(held) == []
             holding.append(cycles_per_s(client, part))
             client.free_locks()
