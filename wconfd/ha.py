@@ -27,6 +27,7 @@ from client.daemon.etcd.election import Term
 from client.daemon.etcd.errors import EtcdError, Fenced
 from client.daemon.etcd.leader import LeaderElection
 from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
+from client.daemon.etcd.release import warn_if_crash_unsafe
 from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.roles import not_master
 from client.errors import RpcError, StorageError
@@ -100,9 +101,11 @@ class HaShell:
 
     async def _resume(self) -> None:
         """Serve on in this node's term if a predecessor of this process held it (killed,
-        restarted at once): the node's luxid and its jobs ride the restart out."""
+        restarted at once): the node's luxid and its jobs ride the restart out. Warn if
+        the etcd release is one that loses writes in a crash."""
         try:
             await self.election.resume()
+            await warn_if_crash_unsafe(self.client)
         except EtcdError as exc:
             log.warning("could not check the leader key at start: %s", exc)
 

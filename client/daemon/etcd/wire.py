@@ -235,6 +235,16 @@ class CompactionResponse(msgspec.Struct):
     header: Header = msgspec.field(default_factory=Header)
 
 
+class StatusRequest(_Request):
+    """`/v3/maintenance/status`: about the member that answers."""
+
+
+class StatusResponse(msgspec.Struct):
+    header: Header = msgspec.field(default_factory=Header)
+    version: str = ""  # the member's etcd release, "3.5.1"
+    leader: int = 0
+
+
 class GatewayError(msgspec.Struct):
     """What the gateway answers with a non-200 status: `code` is the gRPC status code."""
 
