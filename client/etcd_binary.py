@@ -65,4 +65,4 @@ def find_etcd() -> str | None:
         return chosen
     found = candidates()
     safe = [binary for binary in found if not crash_unsafe(release_of(binary))]
-    return (safe or found or [None])[0]
+    return next(iter(safe or found), None)

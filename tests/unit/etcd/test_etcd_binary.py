@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,11 @@ def fake_etcd(directory: Path, version: str) -> str:
     return str(path)
 
 
+Bins = tuple[Path, Path]
+
+
 @pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bins]:
     """Install fake etcds beside a fake Python and on an otherwise empty PATH."""
     venv_bin, system_bin = tmp_path / "venv" / "bin", tmp_path / "usr" / "bin"
     venv_bin.mkdir(parents=True)
@@ -37,43 +41,45 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     etcd_binary.release_of.cache_clear()
 
 
-def test_the_known_faulty_releases_only():
+def test_the_known_faulty_releases_only() -> None:
     assert [crash_unsafe(r) for r in [(3, 5, 0), (3, 5, 1), (3, 5, 2)]] == [True] * 3
     assert [crash_unsafe(r) for r in [(3, 4, 23), (3, 5, 3), (3, 6, 0), None]] == [False] * 4
 
 
 @given(st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 999)))
-def test_release_read_back_from_version_text(release):
+def test_release_read_back_from_version_text(release: tuple[int, int, int]) -> None:
     text = "etcd Version: {}.{}.{}\nGit SHA: e8732fb5f\n".format(*release)
     assert parse_release(text) == release
     assert parse_release('{"etcdserver":"' + ".".join(map(str, release)) + '"}') == release
 
 
-def test_prefers_a_crash_safe_release_on_path_over_the_venvs(installed):
+def test_prefers_a_crash_safe_release_on_path_over_the_venvs(installed: Bins) -> None:
     venv_bin, system_bin = installed
     fake_etcd(venv_bin, "3.5.1")
     system = fake_etcd(system_bin, "3.4.23")
     assert find_etcd() == system
 
 
-def test_the_venvs_first_when_both_are_safe(installed):
+def test_the_venvs_first_when_both_are_safe(installed: Bins) -> None:
     venv_bin, system_bin = installed
     venv = fake_etcd(venv_bin, "3.5.9")
     fake_etcd(system_bin, "3.4.23")
     assert find_etcd() == venv
 
 
-def test_a_faulty_release_when_it_is_the_only_one(installed):
+def test_a_faulty_release_when_it_is_the_only_one(installed: Bins) -> None:
     venv_bin, _ = installed
     venv = fake_etcd(venv_bin, "3.5.1")
     assert find_etcd() == venv
 
 
-def test_none_installed(installed):
+def test_none_installed(installed: Bins) -> None:
     assert find_etcd() is None
 
 
-def test_the_override_wins(installed, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def test_the_override_wins(
+    installed: Bins, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     venv_bin, _ = installed
     fake_etcd(venv_bin, "3.5.9")
     chosen = fake_etcd(tmp_path / "elsewhere", "3.5.1")
