@@ -75,16 +75,22 @@ class HaShell:
             self.client, prefix=url.prefix, info=NodeInfo(node, time.time()), ttl=ttl
         )
         self.role = ElectedRole(self.election)
+        self._takeover: asyncio.Task[None] | None = None
+        self._term_store: EtcdStore | None = None  # the current or last term's
         self.service = WConfd(
             None, sweep_interval, role=self.role, standby_store=self._store(), failover=self
         )
-        self._takeover: asyncio.Task[None] | None = None
-        self._term_store: EtcdStore | None = None
 
     def _store(self) -> EtcdStore:
         writer = self.election.writer(WRITER) if self.election.term else None
+        known = self._term_store.durable_serial if self._term_store is not None else 0
         return EtcdStore(
-            self.client, writer, prefix=self.url.prefix, node=self.node, on_lost=self._lost
+            self.client,
+            writer,
+            prefix=self.url.prefix,
+            node=self.node,
+            on_lost=self._lost,
+            known_serial=known,
         )
 
     async def start(self, settle: float) -> None:
@@ -159,7 +165,7 @@ class HaShell:
                 store, lambda owner: nodes.get(owner, self.node) != self.node
             )
         except Exception as exc:
-            if not isinstance(exc, EtcdError):
+            if not isinstance(exc, EtcdError | StorageError):
                 log.exception("taking over failed")
             store.close()
             self.election.step_down(f"taking over failed: {exc}")

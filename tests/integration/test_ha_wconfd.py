@@ -4,6 +4,7 @@ master that hung past its lease, and etcd members failing under it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from ha_testlib import WconfdNode, first_answer, store_url, wait_master
 
 from client import WConfdClient, errors
+from client.daemon.etcd.client import EtcdClient
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -198,6 +200,58 @@ def test_etcd_members_fail_under_the_master(tmp_path: Path):
                 add_node(again, "c")
                 assert node_names(again) == {"a", "b", "c"}
             wc.close()
+        finally:
+            node.stop()
+
+
+def etcd_keys(endpoints: list[str], prefix: bytes, action: str = "range", kvs: Any = ()) -> Any:
+    """Read (`range`), delete (`delete`) or put back (`put`, `kvs`) the keys under `prefix`,
+    as a member that lost them, or an operator restoring them, would."""
+
+    async def run() -> Any:
+        async with EtcdClient(endpoints) as client:
+            if action == "range":
+                return (await client.range(prefix, prefix=True)).kvs
+            if action == "delete":
+                return await client.delete(prefix, prefix=True)
+            for kv in kvs:
+                await client.put(kv.key, kv.value)
+            return None
+
+    return asyncio.run(run())
+
+
+def test_a_master_never_serves_an_older_config_than_it_had(tmp_path: Path):
+    """etcd answering without what it acknowledged (a member that lost data, as etcd
+    3.5.0-3.5.2 can: etcd-io/etcd#13766): the node's next term refuses to serve that, and
+    writes no fresh config over it; once etcd has the data back, it serves it."""
+    import etcd_testlib
+
+    with etcd_testlib.running_cluster(tmp_path) as cluster:
+        node = WconfdNode(tmp_path, "node1", store_url(cluster.endpoints, "/lost"))
+        try:
+            node.start()
+            wait_master([node])
+            with node.client("w") as wc:
+                add_node(wc, "a")
+                add_node(wc, "b")
+                wc.free_locks()
+            config = b"/lost/config/"
+            saved = etcd_keys(cluster.endpoints, config)
+            etcd_keys(cluster.endpoints, config, "delete")
+            with node.client("w") as wc:
+                wc.step_down(wait=0)
+            deadline = time.monotonic() + 20
+            while "has lost data" not in node.log() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "answered with no configuration under /lost" in node.log()
+            assert etcd_keys(cluster.endpoints, config) == []  # no fresh config written over
+            with node.client("w") as wc, pytest.raises(errors.NotMaster):
+                wc.list_objects(kind="node")
+            etcd_keys(cluster.endpoints, config, "put", saved)
+            first_answer(node, timeout=20.0)
+            with node.client("after") as wc:
+                assert node_names(wc) == {"a", "b"}
         finally:
             node.stop()
 

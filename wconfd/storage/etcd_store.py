@@ -20,6 +20,10 @@ What the seam promises (seam.py) and how it holds here:
   refused alone, before anything is queued: it fails its own call with StorageError.
 - Snapshots: none; etcd keeps the current state (history is compacted by etcd's own
   `--auto-compaction-retention`).
+- Never back in time: `known_serial` is the config serial this node already had durable
+  in an earlier term. A load finding an older config, or none, refuses to serve it (etcd
+  answering so has lost data: etcd-io/etcd#13766), and a fresh config is only ever
+  written where no config key exists (a compare), never over one.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, chan
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.errors import EtcdError
 from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.wire import RequestOp
+from client.daemon.etcd.wire import RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
@@ -78,8 +82,10 @@ class EtcdStore:
         prefix: str,
         node: str,
         on_lost: Callable[[StorageError], RpcError] | None = None,
+        known_serial: int = 0,
     ) -> None:
         self.client = client
+        self.known_serial = known_serial
         self.writer = writer
         self.keys = Keys(prefix)
         self.node = node
@@ -118,9 +124,18 @@ class EtcdStore:
             more = page.more
         decoded = decode_state(self.keys, kvs)
         config = decoded.config
+        found = 0 if config is None else config.serial_no
+        if found < self.known_serial:
+            raise StorageError(
+                f"etcd answered with {'no configuration' if config is None else f'serial {found}'}"
+                f" under {self.keys.root}, but this node already had serial {self.known_serial}"
+                " durable: the etcd member answering has lost data (etcd-io/etcd#13766?); "
+                "refusing to serve it until etcd answers with the acknowledged state"
+            )
         if config is None:
             fresh = DurableState.fresh(time.time() if now is None else now).config.get_config()
-            await self.writer.commit(document_ops(self.keys, fresh))
+            # Only where no config exists, should the read above have missed one.
+            await self.writer.commit(document_ops(self.keys, fresh), [cmp_create(self.keys.meta, 0)])
             config = fresh
             log.info("etcd prefix %s was empty: wrote a fresh configuration", self.keys.root)
         snapshot = Snapshot(config=config, reservations=decoded.reservations, locks=decoded.locks)
@@ -129,6 +144,11 @@ class EtcdStore:
         self.nodes = decoded.nodes
         self._loaded = Loaded(snapshot, 0, [], 0, 0)
         self._broken = None
+
+    @property
+    def durable_serial(self) -> int:
+        """The config serial etcd holds as far as this store knows (0 before a load)."""
+        return max(self._durable_meta.serial_no, self.known_serial)
 
     def open(self) -> Loaded[Snapshot, Record]:
         """What `load()` read: the state as a snapshot, no records."""
