@@ -82,6 +82,7 @@ class HaLuxid:
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
+        self._store: EtcdJobStore | None = None  # the current or last term's
 
     def start(self) -> None:
         self.follower.start()
@@ -167,9 +168,16 @@ class HaLuxid:
 
     async def _begin_term(self, token: int) -> None:
         started = time.monotonic()
+        known = self._store.last_job_id if self._store is not None else 0
         store = await asyncio.to_thread(
-            EtcdJobStore.open, self.url, self.node, token, on_lost=self._store_lost
+            EtcdJobStore.open,
+            self.url,
+            self.node,
+            token,
+            on_lost=self._store_lost,
+            known_last_id=known,
         )
+        self._store = store
         try:
             changed = []
             if store.previous_master != self.node:

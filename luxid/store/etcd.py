@@ -185,11 +185,22 @@ class EtcdJobStore:
         *,
         timeout: float = 5.0,
         on_lost: Callable[[errors.StorageError], None] | None = None,
+        known_last_id: int = 0,
     ) -> EtcdJobStore:
-        """Connect and load the state at one revision (StorageError if etcd cannot)."""
+        """Connect and load the state at one revision (StorageError if etcd cannot, or if
+        it answers with fewer job ids than `known_last_id`, the highest this node already
+        saw committed: the member answering lost data, and serving that would hand out
+        job ids again)."""
         store = cls(url, node, token, timeout=timeout, on_lost=on_lost)
         try:
             store._io.run(store._load())
+            if store._last_id < known_last_id:
+                raise errors.StorageError(
+                    f"etcd answered with job ids up to {store._last_id} under "
+                    f"{url.prefix}, but this node already had job {known_last_id} committed: "
+                    "the etcd member answering has lost data (etcd-io/etcd#13766?); refusing "
+                    "to serve it until etcd answers with the acknowledged state"
+                )
         except BaseException:
             store.close()
             raise

@@ -33,6 +33,23 @@ def store_url(endpoints: list[str], prefix: str) -> str:
     return "etcd://" + ",".join(e.removeprefix("http://") for e in endpoints) + prefix
 
 
+def etcd_keys(endpoints: list[str], prefix: bytes, action: str = "range", kvs: Any = ()) -> Any:
+    """Read (`range`), delete (`delete`) or put back (`put`, `kvs`) the keys under `prefix`,
+    as a member that lost them, or an operator restoring them, would."""
+
+    async def run() -> Any:
+        async with EtcdClient(endpoints) as client:
+            if action == "range":
+                return (await client.range(prefix, prefix=True)).kvs
+            if action == "delete":
+                return await client.delete(prefix, prefix=True)
+            for kv in kvs:
+                await client.put(kv.key, kv.value)
+            return None
+
+    return asyncio.run(run())
+
+
 class WconfdNode(DaemonProcess):
     """One control-plane node's wconfd (run and state dirs under `root/node`)."""
 

@@ -25,9 +25,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 from ha_luxid_testlib import FAILOVER_LIMIT, Node, rows
+from ha_testlib import etcd_keys
 from luxid_testlib import FINAL, delay, kill9, process_alive
 
 from client import errors
+from luxid.store.etcd_keys import JobKeys
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -148,3 +150,33 @@ def test_a_master_that_loses_its_role_stops_its_job_processes(nodes: list[Node])
     finally:
         with contextlib.suppress(OSError):
             one.candidate.signal(signal.SIGCONT)
+
+
+def test_a_master_never_serves_fewer_job_ids_than_it_had(nodes: list[Node]) -> None:
+    """etcd answering without jobs it acknowledged (a member that lost data, as etcd
+    3.5.0-3.5.2 can: etcd-io/etcd#13766): the node's next term refuses to serve, so no job
+    id is handed out twice; once etcd has the data back it serves it, ids going on."""
+    one, _ = nodes
+    one.campaign().wait_for("elected", 10)
+    one.wait_serving(10)
+    jobs = [one.lc.submit_job(ops=[delay()]) for _ in range(2)]
+    assert jobs == [1, 2]
+    assert one.candidate is not None
+    one.candidate.close()  # its lease lapses: the term ends, its writes stop
+    deadline = time.monotonic() + 15
+    while one.serving():
+        assert time.monotonic() < deadline, "the term did not end"
+        time.sleep(0.05)
+    root = JobKeys(one.prefix).root
+    saved = etcd_keys(one.endpoints, root)
+    etcd_keys(one.endpoints, root, "delete")
+    one.campaign().wait_for("elected", 15)  # a new term, over the keys without the jobs
+    deadline = time.monotonic() + 15
+    while "has lost data" not in one.luxid.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f"job ids up to 0 under {one.prefix}, but this node already had job 2" in one.luxid.log()
+    with pytest.raises(errors.NotMaster):
+        one.lc.submit_job(ops=[delay()])
+    etcd_keys(one.endpoints, root, "put", saved)
+    one.wait_serving(10)
+    assert one.lc.submit_job(ops=[delay()]) == 3

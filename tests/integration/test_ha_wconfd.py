@@ -4,7 +4,6 @@ master that hung past its lease, and etcd members failing under it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
@@ -18,10 +17,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ha_testlib import WconfdNode, first_answer, store_url, wait_master
+from ha_testlib import WconfdNode, etcd_keys, first_answer, store_url, wait_master
 
 from client import WConfdClient, errors
-from client.daemon.etcd.client import EtcdClient
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -202,23 +200,6 @@ def test_etcd_members_fail_under_the_master(tmp_path: Path):
             wc.close()
         finally:
             node.stop()
-
-
-def etcd_keys(endpoints: list[str], prefix: bytes, action: str = "range", kvs: Any = ()) -> Any:
-    """Read (`range`), delete (`delete`) or put back (`put`, `kvs`) the keys under `prefix`,
-    as a member that lost them, or an operator restoring them, would."""
-
-    async def run() -> Any:
-        async with EtcdClient(endpoints) as client:
-            if action == "range":
-                return (await client.range(prefix, prefix=True)).kvs
-            if action == "delete":
-                return await client.delete(prefix, prefix=True)
-            for kv in kvs:
-                await client.put(kv.key, kv.value)
-            return None
-
-    return asyncio.run(run())
 
 
 def test_a_master_never_serves_an_older_config_than_it_had(tmp_path: Path):
