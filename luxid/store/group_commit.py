@@ -98,7 +98,11 @@ class GroupCommit:
     @property
     def pending(self) -> int:
         """Writes queued or being committed."""
-        return len(self._queue) + (1 if self._flusher is not None else 0)
+        return len(self._queue) + (1 if self._flushing else 0)
+
+    @property
+    def _flushing(self) -> bool:
+        return self._flusher is not None and not self._flusher.done()
 
     async def close(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) for queued writes, then stop the worker thread.
@@ -109,13 +113,13 @@ class GroupCommit:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self._flusher is not None:
+        while (flusher := self._flusher) is not None and not flusher.done():
             left = deadline - loop.time()
             if left <= 0:
                 log.error("job store: giving up on %d unfinished write(s) at stop", self.pending)
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 return False
-            done, _ = await asyncio.wait({self._flusher}, timeout=min(left, CLOSE_REPORT_EVERY))
+            done, _ = await asyncio.wait({flusher}, timeout=min(left, CLOSE_REPORT_EVERY))
             if not done:
                 log.warning("stopping: waiting for %d job store write(s)", self.pending)
         self._executor.shutdown(wait=False)
@@ -127,28 +131,29 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         write = _Write(future=loop.create_future(), **what)
         self._queue.append(write)
-        if self._flusher is None:
+        if not self._flushing:
             self._flusher = loop.create_task(self._flush())
         return write.future
 
     async def _flush(self) -> None:
+        """Commit what is queued, batch after batch, until the queue is empty."""
         loop = asyncio.get_running_loop()
-        try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                if self._placement.use_thread() or any(w.alone is not None for w in batch):
-                    outcomes = await loop.run_in_executor(self._executor, self._timed, batch)
+        # Let the rest of this loop round queue its writes: the daemons start tasks
+        # eagerly (3.12+), which would otherwise commit the first write of a round alone.
+        await asyncio.sleep(0)
+        while self._queue:
+            batch, self._queue = self._queue, []
+            if self._placement.use_thread() or any(w.alone is not None for w in batch):
+                outcomes = await loop.run_in_executor(self._executor, self._timed, batch)
+            else:
+                outcomes = self._timed(batch)
+            for write, outcome in zip(batch, outcomes, strict=True):
+                if write.future.done():
+                    continue
+                if outcome is None:
+                    write.future.set_result(write.result)
                 else:
-                    outcomes = self._timed(batch)
-                for write, outcome in zip(batch, outcomes, strict=True):
-                    if write.future.done():
-                        continue
-                    if outcome is None:
-                        write.future.set_result(write.result)
-                    else:
-                        write.future.set_exception(outcome)
-        finally:
-            self._flusher = None
+                    write.future.set_exception(outcome)
 
     def _timed(self, batch: list[_Write]) -> list[Outcome]:
         """Process `batch` and tell the placement its size and time (where the next goes)."""

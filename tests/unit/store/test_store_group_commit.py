@@ -1,14 +1,19 @@
 """luxid's group commit (luxid.store.group_commit) over a real SQLite job store: where each
-commit runs (client.daemon.write_placement) and that every write lands, in order."""
+commit runs (client.daemon.write_placement) and that every write lands, in order — each
+test on a plain loop and, as the daemons run (3.12+), with tasks started eagerly."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
+from client.daemon.server import install_eager_tasks
 from client.daemon.write_placement import SyncMode
 from luxid.jobs import Job, new_job
 from luxid.store import SqliteJobStore
@@ -43,7 +48,34 @@ def jobs(first: int, count: int = 1) -> list[Job]:
     return [new_job(i, OPS, 1000.0) for i in range(first, first + count)]
 
 
-def test_a_lone_writer_commits_on_the_event_loop(tmp_path: Path) -> None:
+Run = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+@pytest.fixture(
+    params=[
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks: 3.12+"),
+        ),
+    ],
+    ids=["lazy-tasks", "eager-tasks"],
+)
+def run(request: pytest.FixtureRequest) -> Run:
+    """Run a test's `main()` on a fresh loop, with the daemons' eager task factory or not."""
+
+    def runner(main: Callable[[], Awaitable[None]]) -> None:
+        async def wrapped() -> None:
+            if request.param:
+                install_eager_tasks(asyncio.get_running_loop())
+            await main()
+
+        asyncio.run(wrapped())
+
+    return runner
+
+
+def test_a_lone_writer_commits_on_the_event_loop(tmp_path: Path, run: Run) -> None:
     store = open_store(tmp_path)
 
     async def main() -> None:
@@ -52,13 +84,13 @@ def test_a_lone_writer_commits_on_the_event_loop(tmp_path: Path) -> None:
             await writer.insert(jobs(i))  # one at a time: never shared
         assert await writer.close(5.0)
 
-    asyncio.run(main())
+    run(main)
     assert store.threads == [LOOP_THREAD] * 5
     assert sorted(store.load_jobs(range(1, 6))) == [1, 2, 3, 4, 5]
     store.close()
 
 
-def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(tmp_path: Path) -> None:
+def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(tmp_path: Path, run: Run) -> None:
     store = open_store(tmp_path)
 
     async def main() -> None:
@@ -71,7 +103,7 @@ def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(tmp_path: 
         await writer.insert(jobs(7))  # alone again: back on the loop
         assert await writer.close(5.0)
 
-    asyncio.run(main())
+    run(main)
     worker = [t for t in store.threads if t != LOOP_THREAD]
     assert store.threads[0] == LOOP_THREAD and store.threads[-1] == LOOP_THREAD
     assert len(worker) == 2 and all(t.startswith("luxid-store") for t in worker)
@@ -79,7 +111,7 @@ def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(tmp_path: 
     store.close()
 
 
-def test_a_remote_store_and_store_calls_never_run_on_the_loop(tmp_path: Path) -> None:
+def test_a_remote_store_and_store_calls_never_run_on_the_loop(tmp_path: Path, run: Run) -> None:
     store = open_store(tmp_path, "thread")
     called_on: list[str] = []
 
@@ -90,13 +122,13 @@ def test_a_remote_store_and_store_calls_never_run_on_the_loop(tmp_path: Path) ->
         await writer.call(lambda s: called_on.append(threading.current_thread().name))
         assert await writer.close(5.0)
 
-    asyncio.run(main())
+    run(main)
     assert store.threads and LOOP_THREAD not in store.threads
     assert called_on and called_on[0].startswith("luxid-store")
     store.close()
 
 
-def test_store_calls_run_on_the_worker_even_for_a_lone_writer(tmp_path: Path) -> None:
+def test_store_calls_run_on_the_worker_even_for_a_lone_writer(tmp_path: Path, run: Run) -> None:
     store = open_store(tmp_path)
     called_on: list[str] = []
 
@@ -107,7 +139,7 @@ def test_store_calls_run_on_the_worker_even_for_a_lone_writer(tmp_path: Path) ->
         await writer.insert(jobs(2))
         assert await writer.close(5.0)
 
-    asyncio.run(main())
+    run(main)
     assert store.threads == [LOOP_THREAD, LOOP_THREAD]
     assert called_on and called_on[0].startswith("luxid-store")
     store.close()
