@@ -291,7 +291,8 @@ def test_query_queue_info(stack):
     assert not info.drained
     for job_id in (a, b):
         stack.lc.cancel_job(job_id=job_id)
-    stack.wait_final(c)
+    for job_id in (a, b, c):  # a running job ends canceled once its process has stopped
+        stack.wait_final(job_id)
     info = stack.lc.query_queue_info()
     assert info.counts["canceled"] == 2 and info.counts["success"] == 1 and info.running == 0
 

@@ -333,7 +333,11 @@ def test_metrics_say_exactly_what_a_workload_did(stack: Any, daemon_factory: Any
     assert all(stack.status(j) == "canceled" for j in rejected)
     assert stack.field(paused, "pending_reason").startswith("paused by filter")
 
-    _, during = scrape(rapi)
+    # The job reports `waiting` before its waiting request reaches wconfd: wait for that.
+    deadline = time.monotonic() + 10
+    while value(during := scrape(rapi)[1], "lockwarden_lock_requests_pending") != 1:
+        assert time.monotonic() < deadline, "the waiter's lock request never reached wconfd"
+        time.sleep(0.02)
     assert series(during, "lockwarden_jobs", "status") == {
         "queued": 1, "waiting": 1, "running": 1, "canceling": 0,
         "success": 1, "error": 1, "canceled": 2,
