@@ -32,6 +32,7 @@ from client.daemon.etcd.batching import Change
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
 from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.release import lost_data
 from client.daemon.etcd.url import EtcdStoreUrl
 from client.daemon.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
 from client.daemon.write_placement import SyncMode
@@ -195,12 +196,7 @@ class EtcdJobStore:
         try:
             store._io.run(store._load())
             if store._last_id < known_last_id:
-                raise errors.StorageError(
-                    f"etcd answered with job ids up to {store._last_id} under "
-                    f"{url.prefix}, but this node already had job {known_last_id} committed: "
-                    "the etcd member answering has lost data (etcd-io/etcd#13766?); refusing "
-                    "to serve it until etcd answers with the acknowledged state"
-                )
+                raise lost_data(url.prefix, f"job ids up to {store._last_id}", f"job {known_last_id}")
         except BaseException:
             store.close()
             raise

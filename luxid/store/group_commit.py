@@ -102,6 +102,7 @@ class GroupCommit:
 
     @property
     def _flushing(self) -> bool:
+        """A flush task is under way (a finished one, even started eagerly, is not)."""
         return self._flusher is not None and not self._flusher.done()
 
     async def close(self, timeout: float) -> bool:

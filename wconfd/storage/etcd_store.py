@@ -38,6 +38,7 @@ from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, chan
 from client.daemon.etcd.client import EtcdClient
 from client.daemon.etcd.errors import EtcdError
 from client.daemon.etcd.fencing import FencedWriter
+from client.daemon.etcd.release import lost_data
 from client.daemon.etcd.wire import RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
@@ -126,12 +127,8 @@ class EtcdStore:
         config = decoded.config
         found = 0 if config is None else config.serial_no
         if found < self.known_serial:
-            raise StorageError(
-                f"etcd answered with {'no configuration' if config is None else f'serial {found}'}"
-                f" under {self.keys.root}, but this node already had serial {self.known_serial}"
-                " durable: the etcd member answering has lost data (etcd-io/etcd#13766?); "
-                "refusing to serve it until etcd answers with the acknowledged state"
-            )
+            what = "no configuration" if config is None else f"configuration serial {found}"
+            raise lost_data(self.keys.root, what, f"serial {self.known_serial}")
         if config is None:
             fresh = DurableState.fresh(time.time() if now is None else now).config.get_config()
             # Only where no config exists, should the read above have missed one.
