@@ -173,7 +173,9 @@ class SyncStub(_StubBase):
     ) -> None:
         super().__init__(socket_path, timeout, patience, expect_daemon)
         self._sock: socket.socket | None = None
+        self._sock_timeout: float | None = None  # what the socket is set to now
         self._buf = bytearray()
+        self._chunk = memoryview(bytearray(_RECV))  # every recv lands here first
         self._pid = os.getpid()
 
     def close(self) -> None:
@@ -212,6 +214,7 @@ class SyncStub(_StubBase):
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, _BACKOFF_MAX)
         self._sock = sock
+        self._sock_timeout = self.timeout
         self._buf.clear()
         self._was_connected = True
         ident = self._identify_params()
@@ -233,8 +236,10 @@ class SyncStub(_StubBase):
         sock = self._sock
         assert sock is not None
         try:
-            sock.settimeout(timeout)
-            sock.sendall(frame)
+            if timeout != self._sock_timeout:  # each settimeout() is a system call
+                sock.settimeout(timeout)
+                self._sock_timeout = timeout
+            _send(sock, frame)
         except OSError as exc:
             raise _Broken(exc, sent=False) from None
         try:
@@ -261,10 +266,10 @@ class SyncStub(_StubBase):
                 del buf[: end + 1]
                 return line
             start = len(buf)
-            chunk = sock.recv(_RECV)
-            if not chunk:
+            received = sock.recv_into(self._chunk)
+            if not received:
                 raise EOFError("the daemon closed the connection")
-            buf += chunk
+            buf += self._chunk[:received]
 
     def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         params = spec.encode_params(args, kwargs)
@@ -283,6 +288,18 @@ class SyncStub(_StubBase):
                 self.close()
                 deadline = self._retry_deadline(spec, broken, deadline)
                 time.sleep(_RETRY_PAUSE)
+
+
+def _send(sock: socket.socket, frame: bytes) -> None:
+    """Send a whole frame: straight to the descriptor first (a socket with a timeout is
+    non-blocking underneath, and its own send() would first poll() for room, a system
+    call wasted on an almost empty buffer), the rest, if the buffer is full, by sendall."""
+    try:
+        done = os.write(sock.fileno(), frame)
+    except BlockingIOError:
+        done = 0
+    if done < len(frame):
+        sock.sendall(frame[done:])
 
 
 # Results larger than this are decoded with the cyclic garbage collector paused.
