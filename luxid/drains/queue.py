@@ -12,6 +12,16 @@ A pass puts the rule while its watermark is not known; the shell applies `PutFil
 through its own `replace_filter` (which sets the watermark) and reports it with
 `filter_set`, passing the ids of the unfinished jobs up to the watermark: those are the
 jobs the drain waits for.
+
+Draining the queue again while a drain is in effect changes its mode, deadline and
+message, never the jobs it accepted (as a node drain keeps its `started_at`): its
+watermark and start stay.  A changed mode or message must still reach the rule (its
+action, its reason), but replacing a rule moves the rule's watermark to the newest job
+(§6.3), which would turn the jobs a soft drain holds into accepted ones and start them.
+So the rule is put again with the drain's watermark written into its predicate,
+`[["jobid", [">", "id", <watermark>]]]`: the same jobs stay held (or, now hard, are
+refused).  Until that put is reported, the record has no `filter_uuid` (the uuid follows
+from `started_at`), which is how the next pass knows to put it.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from client.errors import InvalidParams
-from luxid.drains.effects import CancelJob, DeleteFilter, Effect, PutFilter
+from luxid.drains.effects import QUEUE_PREDICATES, CancelJob, DeleteFilter, Effect, PutFilter
 from luxid.drains.node import check_strategy
 from luxid.drains.progress import JobFacts, refresh
 from luxid.drains.record import (
@@ -46,12 +56,20 @@ def rule_uuid(started_at: float) -> str:
 
 
 def _put_filter(record: DrainRecord, now: float) -> PutFilter:
+    """The rule as the record says: §12.2's predicates the first time, the drain's own
+    watermark in them once it is known (a put again keeps the jobs it accepted)."""
     assert record.mode is not None and record.filter_uuid is not None
+    predicates = (
+        list(QUEUE_PREDICATES)
+        if record.watermark is None
+        else [["jobid", [">", "id", record.watermark]]]
+    )
     return PutFilter(
         target=QUEUE_TARGET,
         uuid=record.filter_uuid,
         action=ACTION[record.mode],
         reason=[["lw:drain", record.message, int(now * 1e9)]],
+        predicates=predicates,
     )
 
 
@@ -65,7 +83,9 @@ def drain_queue(
 ) -> DrainRecord:
     """Start a queue drain, or change the one in effect (mode, deadline, message).
 
-    A changed mode or message puts the rule again (which moves its watermark, §6.3).
+    A change keeps `started_at` and the watermark: the jobs accepted before the drain are
+    the same, and the jobs it holds stay held (or, now hard, are refused).  A changed mode
+    or message puts the rule again on the next pass (see the module's docstring).
     """
     if mode not in ACTION:
         raise InvalidParams(
@@ -84,8 +104,8 @@ def drain_queue(
             record = msgspec.structs.replace(
                 record, status="draining", deadline_reached=False, completed_at=None
             )
-        if (mode, message) != (existing.mode, existing.message):
-            record = msgspec.structs.replace(record, watermark=None)
+        if (mode, message) != (existing.mode, existing.message) and existing.watermark is not None:
+            record = msgspec.structs.replace(record, filter_uuid=None)  # put it again
         return with_events(record, now, event)
     record = DrainRecord(
         target=QUEUE_TARGET,
@@ -106,7 +126,18 @@ def filter_set(
     record: DrainRecord, watermark: int, unfinished: Iterable[int], now: float
 ) -> DrainRecord:
     """The record once its rule is in place with `watermark`; `unfinished` are the ids of
-    the jobs not yet finished with id <= watermark (the jobs the drain waits for)."""
+    the jobs not yet finished with id <= watermark (the jobs the drain waits for).
+
+    A rule put again keeps the drain's watermark: the rule's new one, and the jobs up to
+    it, change nothing."""
+    verb = "refused" if record.mode == "hard" else "held"
+    if record.watermark is not None:
+        record = msgspec.structs.replace(record, updated_at=now)
+        return with_events(
+            record,
+            now,
+            f"filter {record.filter_uuid}: jobs after {record.watermark} are {verb} now",
+        )
     known = {job.id for job in record.all_jobs()}
     added = tuple(DrainJob(id=i, kind="job") for i in sorted(set(unfinished) - known))
     record = msgspec.structs.replace(
@@ -116,7 +147,6 @@ def filter_set(
         total=sum(1 for job in (*record.all_jobs(), *added) if job.id <= watermark),
         updated_at=now,
     )
-    verb = "refused" if record.mode == "hard" else "held"
     return with_events(
         record,
         now,
@@ -132,8 +162,13 @@ def step(
     `kill_after` s after it, complete."""
     old = record
     record = refresh(record, jobs, now)
-    if record.status != "draining" or record.filter_uuid is None:
+    if record.status != "draining":
         return touched(old, record, now), []
+    if record.filter_uuid is None:  # a changed mode or message: the rule again
+        if record.watermark is None:
+            return touched(old, record, now), []
+        record = msgspec.structs.replace(record, filter_uuid=rule_uuid(record.started_at))
+        return touched(old, record, now), [_put_filter(record, now)]
     if record.watermark is None:
         return touched(old, record, now), [_put_filter(record, now)]
     effects: list[Effect] = []

@@ -27,6 +27,8 @@ from test_drains_node import add_node, create, follow, placed
 from test_drains_node import stack as stack  # the fixture
 from test_jobproc_opcodes import run as ok
 
+from client import WConfdClient
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -174,3 +176,41 @@ def test_lw_queue_drain_soft_waits_for_accepted_jobs(stack: Stack) -> None:
     assert undrained.returncode == 0, undrained.stderr
     assert stack.lc.query_filters(uuids=None, fields=None) == []
 
+
+def test_draining_the_queue_again_keeps_the_jobs_it_accepted_and_held(stack: Stack) -> None:
+    """A change of message and deadline, then of mode, on an active queue drain: its
+    start and watermark stay, the job accepted before it is still the one it waits for,
+    and the job it holds stays held (the rule's watermark moves when the rule is put
+    again, §6.3, so the rule carries the drain's own), then is refused once it is hard."""
+    with WConfdClient(stack.wconfd.socket, name="test-holder") as holder:
+        holder.update_locks_waiting([["node/gate", "exclusive"]], timeout=30)
+        accepted = stack.submit(delay(0, on_nodes=["gate"]))  # waits for node/gate
+        stack.wait_status(accepted, "waiting")
+        started = stack.lc.drain_queue(mode="soft", deadline=600, message="first")
+        assert (started.total, started.jobs) == (1, [accepted])
+        ((uuid, watermark, *_),) = stack.lc.query_filters(uuids=None, fields=None)
+        held = stack.submit(delay(0))
+        assert stack.field(held, "pending_reason") == f"paused by filter {uuid}"
+
+        before = time.time()
+        again = stack.lc.drain_queue(mode="soft", deadline=1200, message="second")
+        assert (again.started_at, again.total, again.jobs) == (started.started_at, 1, [accepted])
+        assert again.message == "second" and again.deadline is not None
+        assert before + 1200 <= again.deadline <= time.time() + 1200
+        ((same, _, _, predicates, action, reason),) = stack.lc.query_filters(
+            uuids=None, fields=None
+        )
+        assert (same, action, reason[0][:2]) == (uuid, "PAUSE", ["lw:drain", "second"])
+        assert predicates == [["jobid", [">", "id", watermark]]]
+
+        hard = stack.lc.drain_queue(mode="hard", deadline=None, message="second")
+        assert (hard.mode, hard.total, hard.jobs) == ("hard", 1, [accepted])
+        assert stack.wait_final(held) == "canceled"  # REJECT cancels the held job
+        assert stack.field(held, "opresult") == [f"rejected by filter {uuid}"]
+        assert stack.status(accepted) == "waiting"
+        holder.free_locks()
+    assert stack.wait_final(accepted) == "success"
+    done, events = follow(stack, "queue", lambda s: s.status == "complete")
+    assert done.started_at == started.started_at and (done.total, done.remaining) == (1, 0)
+    assert f"filter {uuid}: jobs after {watermark} are refused now" in [e[2] for e in events]
+    stack.lc.undrain_queue()

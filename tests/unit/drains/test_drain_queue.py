@@ -93,17 +93,67 @@ def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
     again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
     assert again.started_at == NOW and again.deadline == NOW + 35
     again, effects = queue.step(again, {}, NOW + 5)
-    # the same rule, put again with the new action (not a second rule)
+    # the same rule, put again with the new action (not a second rule), its predicate
+    # holding the drain's watermark (putting it again moves the rule's own, §6.3)
     assert effects == [PutFilter(target="queue", uuid=first.uuid, action="REJECT",
-                                 reason=effects[0].reason)]  # fmt: skip
+                                 reason=effects[0].reason,
+                                 predicates=[["jobid", [">", "id", 40]]])]  # fmt: skip
+    # the jobs after the watermark (44, held until now) are not the drain's
     again = queue.filter_set(again, 45, [38, 39, 40, 44], NOW + 5)
-    assert again.total == 4
+    assert (again.watermark, again.total, again.filter_uuid) == (40, 3, first.uuid)
+    assert drain_status(again, EMPTY, {}).jobs == [38, 39, 40]
+    assert again.events[-1][2] == f"filter {first.uuid}: jobs after 40 are refused now"
     done, effects = queue.undrain_queue(again, NOW + 6)
     assert effects == [DeleteFilter(target="queue", uuid=first.uuid)]
     assert done.status == "canceled" and done.filter_uuid is None
     assert done.events[-1][2] == "queue undrained"
     new = queue.drain_queue(done, NOW + 7, mode="hard", deadline=None, message="")
     assert new.filter_uuid not in (None, first.uuid) and new.started_at == NOW + 7
+
+
+@pytest.mark.parametrize(
+    ("mode", "message", "action"),
+    [("soft", "m", None), ("soft", "new reason", "PAUSE"), ("hard", "m", "REJECT")],
+)
+def test_an_update_keeps_the_watermark_and_puts_the_rule_only_if_it_changed(mode, message, action):
+    record, _ = started("soft", deadline=60)
+    again = queue.drain_queue(record, NOW + 5, mode=mode, deadline=600, message=message)
+    again, effects = queue.step(again, {}, NOW + 5)
+    assert (again.deadline, again.message, again.mode) == (NOW + 605, message, mode)
+    if action is None:  # the deadline alone: the rule stays as it is
+        assert effects == []
+    else:
+        (put,) = effects
+        assert (put.action, put.reason[0][1]) == (action, message)
+        assert put.predicates == [["jobid", [">", "id", 40]]]
+        again = queue.filter_set(again, 52, [38, 39, 40, 41, 50], NOW + 5)
+    assert (again.started_at, again.watermark, again.total) == (NOW, 40, 3)
+    assert [job.id for job in again.active] == [38, 39, 40]
+
+
+def test_a_complete_drain_drained_again_waits_for_nothing_new():
+    """Soft, complete, still holding the jobs after its watermark: a new message keeps
+    them held, and the drain completes again at once."""
+    record, _ = started("soft")
+    done = {i: JobFacts(status="success") for i in (38, 39, 40)}
+    record, _ = queue.step(record, done, NOW + 1)
+    assert record.status == "complete"
+    again = queue.drain_queue(record, NOW + 2, mode="soft", deadline=None, message="later")
+    again, (put,) = queue.step(again, done, NOW + 2)
+    assert put.predicates == [["jobid", [">", "id", 40]]] and put.action == "PAUSE"
+    again = queue.filter_set(again, 60, [41, 59], NOW + 2)
+    again, effects = queue.step(again, done, NOW + 2)
+    assert effects == [] and again.status == "complete" and again.total == 3
+
+
+def test_a_rule_put_again_is_put_again_until_reported():
+    """A crash between putting the changed rule and writing the record: the record
+    written still has the old mode, and a new update puts the same rule again."""
+    record, first = started("soft")
+    again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=None, message="m")
+    _, one = queue.step(again, {}, NOW + 5)
+    _, two = queue.step(again, {}, NOW + 6)
+    assert [e.uuid for e in one + two] == [first.uuid] * 2
 
 
 def test_the_rule_is_put_again_until_its_watermark_is_known():
