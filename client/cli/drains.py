@@ -6,8 +6,9 @@ until it ends: one timestamped line per event and, on a terminal, a progress bar
 Ctrl-C stops following, never the drain.  Exit 0 when the drain completed, 1 when it ended
 with instances shut down, or was canceled.
 
-`lw queue drain` without `--soft`, `--deadline`, `--message` and `--wait` stays what it
-was, the drain flag (§6.2); with any of them it is a queue drain (§12.2).
+`lw queue drain` without `--soft` and `--deadline` stays what it was, the drain flag
+(§6.2); with either it is a queue drain (§12.2).  `--message` and `--wait` belong to a
+queue drain: the flag has no message and nothing to wait for.
 """
 
 from __future__ import annotations
@@ -248,7 +249,19 @@ def drain_status(ctx: Context, args: argparse.Namespace) -> int:
 
 def queue_drain(ctx: Context, args: argparse.Namespace) -> int:
     """lw queue drain [--soft] [--deadline D] [--message TEXT] [--wait]"""
-    if not (args.soft or args.deadline is not None or args.message is not None or args.wait):
+    if not (args.soft or args.deadline is not None):
+        given = [
+            option
+            for option, used in (("--message", args.message is not None), ("--wait", args.wait))
+            if used
+        ]
+        if given:
+            raise UsageError(
+                f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} --soft or "
+                "--deadline (a queue drain); "
+                "without them `lw queue drain` sets the drain flag, which has no message "
+                "and nothing to wait for"
+            )
         return queue.queue_drain(ctx, args)
     mode: Literal["hard", "soft"] = "soft" if args.soft else "hard"
     status = ctx.luxi.drain_queue(mode=mode, deadline=args.deadline, message=args.message or "")

@@ -381,16 +381,25 @@ def _queue_commands(b: _Builder, sub: Any) -> None:
         "drain",
         "drains:queue_drain",
         "refuse new jobs (running and queued jobs go on)",
-        description="Without options: set the drain flag. With any option: a queue drain "
-        "(SPEC §12.2): accepted jobs finish, new ones are refused (held with --soft), and at "
-        "the deadline what is left is canceled.",
+        description="Without --soft and --deadline: set the drain flag (new jobs are "
+        "refused). With --soft or --deadline: a queue drain (SPEC §12.2): accepted jobs "
+        "finish, new ones are refused (held with --soft), and at the deadline what is left "
+        "is canceled. --message and --wait need --soft or --deadline.",
     )
     drain.add_argument("--soft", action="store_true", help="hold new jobs instead of refusing")
     drain.add_argument(
         "--deadline", type=duration, metavar="DURATION", help="cancel what is left after it"
     )
-    drain.add_argument("--message", metavar="TEXT", help="why (in the filter rule's reason)")
-    drain.add_argument("--wait", action="store_true", help="follow the drain until it ends")
+    drain.add_argument(
+        "--message",
+        metavar="TEXT",
+        help="why (in the filter rule's reason; needs --soft or --deadline)",
+    )
+    drain.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the drain until it ends (needs --soft or --deadline)",
+    )
     b.leaf(sub, "undrain", "drains:queue_undrain", "accept new jobs again (ends a queue drain)")
 
 

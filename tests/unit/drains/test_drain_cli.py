@@ -14,7 +14,7 @@ import pytest
 from client import errors
 from client.api.luxi import DrainChange, DrainStatus
 from client.cli import drains
-from client.cli.context import EXIT_INTERRUPTED, EXIT_OK, Context, Failed
+from client.cli.context import EXIT_INTERRUPTED, EXIT_OK, Context, Failed, UsageError
 from client.cli.main import build_parser
 
 T0 = 1_700_000_000.0
@@ -184,6 +184,14 @@ def test_queue_drain_without_options_stays_the_drain_flag():
     luxi = ScriptedLuxi([])
     run(["queue", "drain"], luxi, io.StringIO())
     assert luxi.called("set_drain_flag") == [{"flag": True}] and not luxi.called("drain_queue")
+
+
+@pytest.mark.parametrize("extra", [["--message", "x"], ["--wait"], ["--wait", "--message", "x"]])
+def test_queue_drain_message_or_wait_without_soft_or_deadline_is_a_usage_error(extra):
+    luxi = ScriptedLuxi([])
+    with pytest.raises(UsageError, match="--soft or --deadline"):
+        run(["queue", "drain", *extra], luxi, io.StringIO())
+    assert luxi.calls == []  # neither the flag nor a queue drain
 
 
 def test_queue_drain_soft_with_deadline_and_wait():
