@@ -18,24 +18,37 @@ PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
 REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
 
 
-def fsync_ms(directory: Path, commits: int = 200) -> float:
-    """Median cost of one small SQLite WAL commit with synchronous=FULL on this disk."""
+def fsync_ms(directory: Path, commits: int = 200) -> dict[str, float]:
+    """Median cost of one small SQLite WAL commit with synchronous=FULL on this disk, in
+    milliseconds: `fsync_commit_ms` once the WAL has been checkpointed and is written
+    over again (what a running luxid pays), and `fsync_commit_fresh_ms` while a fresh
+    WAL still grows (the first ~1,000 pages after luxid starts: each commit then also
+    makes the file system commit the file's new size, about twice the cost here)."""
     path = directory / "fsync-probe.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE t (x BLOB)")
-    samples = []
-    for _ in range(commits):
-        t = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
-        conn.execute("COMMIT")
-        samples.append(time.perf_counter() - t)
-    conn.close()
-    return round(statistics.median(samples) * 1000, 3)
 
+    def median_ms(rounds: int) -> float:
+        samples = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
+            conn.execute("COMMIT")
+            samples.append(time.perf_counter() - t)
+        return round(statistics.median(samples) * 1000, 3)
 
+    try:
+        fresh = median_ms(commits)
+        wal, size = Path(f"{path}-wal"), -1
+        while wal.stat().st_size != size:  # it grows until the automatic checkpoint
+            size = wal.stat().st_size  # resets it; then it is written over, same size
+            median_ms(50)
+        return {"fsync_commit_ms": median_ms(commits), "fsync_commit_fresh_ms": fresh}
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager

@@ -58,7 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
         root = Path(tmp) / "a"
         root.mkdir()
-        out["fsync_commit_ms"] = fsync_ms(Path(tmp))
+        out.update(fsync_ms(Path(tmp)))
         with stack(root) as (run, pid):
             runs = [cancel_run(run, pid, args.jobs) for _ in range(args.runs)]
     out["cancel_per_s"] = round(statistics.median(r["per_s"] for r in runs))

@@ -138,14 +138,21 @@ def journal_flushes(socket: Path) -> int:
 
 
 def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
-    """One contending process: lock a random lock, bump its counter, release; report."""
+    """One contending process: lock a random lock, bump its counter, release; report.
+
+    It connects, says `ready` and waits for the parent's `go` line, so that all eight
+    contend over the same window (started one by one, the first ran alone while the
+    others were still importing, and the aggregate was divided by a longer time)."""
     rng = random.Random(seed)
     client = WConfdClient(socket, name=f"w{seed}")
     client.ping()
     waits: list[float] = []
     cycles = 0
+    print("ready", flush=True)
+    sys.stdin.readline()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    end = time.monotonic() + seconds
+    start = time.monotonic()
+    end = start + seconds
     while time.monotonic() < end:
         n = rng.randrange(LOCKS)
         lock = f"node/n{n}"
@@ -159,7 +166,8 @@ def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
         cycles += 1
     now = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = now.ru_utime + now.ru_stime - cpu.ru_utime - cpu.ru_stime
-    print(json.dumps({"cycles": cycles, "waits": waits, "cpu_s": cpu_s}))
+    elapsed = time.monotonic() - start
+    print(json.dumps({"cycles": cycles, "waits": waits, "cpu_s": cpu_s, "elapsed": elapsed}))
 
 
 def daemon_process(socket: Path) -> psutil.Process:
@@ -179,9 +187,7 @@ def cpu_seconds(proc: psutil.Process) -> float:
 def contended(socket: Path) -> dict[str, float]:
     """Eight processes on four locks: aggregate rate, lost updates, fairness, flushes
     per cycle."""
-    flushes_before = journal_flushes(socket)
     server = daemon_process(socket)
-    server_cpu = cpu_seconds(server)
     with tempfile.TemporaryDirectory() as counters:
         for n in range(LOCKS):
             (Path(counters) / f"c{n}").write_text("0")
@@ -196,14 +202,23 @@ def contended(socket: Path) -> dict[str, float]:
                     str(CONTENDED_SECONDS),
                     str(seed),
                 ],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             for seed in range(WORKERS)
         ]
-        start = time.perf_counter()
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        flushes_before = journal_flushes(socket)
+        server_cpu = cpu_seconds(server)
+        for p in procs:  # all are connected: start them together
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
         reports = [json.loads(p.communicate()[0]) for p in procs]
-        elapsed = time.perf_counter() - start
+        # Each ran CONTENDED_SECONDS from its `go`, give or take its last cycle.
+        elapsed = statistics.mean(r["elapsed"] for r in reports)
         total = sum(int((Path(counters) / f"c{n}").read_text()) for n in range(LOCKS))
     server_cpu = cpu_seconds(server) - server_cpu
     flushes = journal_flushes(socket) - flushes_before
@@ -213,7 +228,7 @@ def contended(socket: Path) -> dict[str, float]:
     waits = [w for r in reports for w in r["waits"]]
     median = statistics.median(waits)
     return {
-        "contended_cycles_per_s": round(cycles / min(elapsed, CONTENDED_SECONDS + 0.5)),
+        "contended_cycles_per_s": round(cycles / elapsed),
         "lost_updates": cycles - total,
         "wait_median_ms": round(median * 1000, 3),
         "wait_max_ms": round(max(waits) * 1000, 3),

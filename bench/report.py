@@ -126,7 +126,10 @@ def update_ratio(j: Json) -> tuple[str, bool]:
 
 def submit_rate(j: Json) -> tuple[str, bool]:
     submit = j["submit"]
-    shown = f"{submit['sequential_per_s']}/s sync ({submit['pipelined_64_per_s']}/s, 64 in flight)"
+    shown = f"{submit['sequential_per_s']}/s sync ({submit['pipelined_64_per_s']}/s, 64 in flight"
+    if "sequential_first_500_per_s" in submit:
+        shown += f"; a fresh luxid's first 500: {submit['sequential_first_500_per_s']}/s"
+    shown += ")"
     return shown, submit["sequential_per_s"] >= 2000
 
 
