@@ -51,9 +51,15 @@ def placed(stack: Stack) -> dict[str, str]:
 
 
 def follow(
-    stack: Stack, target: str, accept: Callable[[DrainStatus], bool], timeout: float = 60.0
+    stack: Stack,
+    target: str,
+    accept: Callable[[DrainStatus], bool],
+    timeout: float = 60.0,
+    *,
+    until_event: str | None = None,
 ) -> tuple[DrainStatus, list[list[Any]]]:
-    """Follow a drain with wait_for_drain_change until `accept(status)`; (status, events)."""
+    """Follow a drain with wait_for_drain_change until `accept(status)` (and, with
+    `until_event`, until an event with that text was seen); (status, events)."""
     deadline = time.monotonic() + timeout
     since = 0
     events: list[list[Any]] = []
@@ -67,7 +73,7 @@ def follow(
         last = change.status
         events += change.events
         since = max([since, *(int(event[0]) for event in change.events)])
-        if accept(last):
+        if accept(last) and (until_event is None or until_event in messages(events)):
             return last, events
     raise AssertionError(f"{target}: still {last} after {timeout} s; events {events}")
 
