@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import mmap
 import os
 import socket
 import threading
@@ -175,7 +176,9 @@ class SyncStub(_StubBase):
         self._sock: socket.socket | None = None
         self._sock_timeout: float | None = None  # what the socket is set to now
         self._buf = bytearray()
-        self._chunk = memoryview(bytearray(_RECV))  # every recv lands here first
+        # Every recv lands here first: an anonymous mapping, whose pages cost nothing
+        # until written (a bytearray would zero, and so fault in, all 64 of them).
+        self._chunk = memoryview(mmap.mmap(-1, _RECV))
         self._pid = os.getpid()
 
     def close(self) -> None:
