@@ -322,17 +322,6 @@ def test_a_luxid_without_drains_gets_501(old_luxid_rapi: Rapi) -> None:
     assert "Traceback" not in rapi.daemon.log()
 
 
-@pytest.fixture
-def drains_served(rapi: Rapi, stack: Stack) -> None:
-    """Skip where this luxid does not serve drains yet (SPEC §12 is wired into luxid in a
-    separate change), after checking that lw-rapi then answers 501."""
-    try:
-        stack.lc.query_drains()
-    except errors.MethodNotFound:
-        assert_error(rapi.call("GET", "/2/drains"), 501, "does not serve drains")
-        pytest.skip("luxid answers query_drains with MethodNotFound: it does not serve drains yet")
-
-
 def follow(
     stack: Stack, target: str, accept: Callable[[DrainStatus], bool], timeout: float = 60.0
 ) -> DrainStatus:
@@ -340,7 +329,7 @@ def follow(
     return follow_events(stack, target, accept, timeout)[0]
 
 
-def test_drain_start_progress_and_completion(rapi: Rapi, stack: Stack, drains_served: None) -> None:
+def test_drain_start_progress_and_completion(rapi: Rapi, stack: Stack) -> None:
     ok(stack, add_node("n1"), add_node("n2"), add_node("n3"))
     ok(stack, *(create(f"app{i}", 1024, "n1") for i in range(4)))
     body = {"deadline": "1h", "max_parallel": 2, "priority": -5, "message": "kernel update"}
@@ -369,9 +358,7 @@ def test_drain_start_progress_and_completion(rapi: Rapi, stack: Stack, drains_se
 
 
 @pytest.mark.parametrize("keep", [0, 1])
-def test_blocked_drain_shows_why_updates_and_cancels(
-    rapi: Rapi, stack: Stack, drains_served: None, keep: int
-) -> None:
+def test_blocked_drain_shows_why_updates_and_cancels(rapi: Rapi, stack: Stack, keep: int) -> None:
     ok(stack, add_node("n1"), add_node("n2", mtotal=2048))
     ok(stack, create("small", 1024, "n1"), create("big", 4096, "n1"))
     assert_error(rapi.call("GET", "/2/nodes/n1/drain"), 404, "has not been drained")
