@@ -174,7 +174,6 @@ class SyncStub(_StubBase):
     ) -> None:
         super().__init__(socket_path, timeout, patience, expect_daemon)
         self._sock: socket.socket | None = None
-        self._sock_timeout: float | None = None  # what the socket is set to now
         self._buf = bytearray()
         # Every recv lands here first: an anonymous mapping, whose pages cost nothing
         # until written (a bytearray would zero, and so fault in, all 64 of them).
@@ -217,7 +216,6 @@ class SyncStub(_StubBase):
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, _BACKOFF_MAX)
         self._sock = sock
-        self._sock_timeout = self.timeout
         self._buf.clear()
         self._was_connected = True
         ident = self._identify_params()
@@ -239,9 +237,8 @@ class SyncStub(_StubBase):
         sock = self._sock
         assert sock is not None
         try:
-            if timeout != self._sock_timeout:  # each settimeout() is a system call
+            if sock.gettimeout() != timeout:  # settimeout() is a system call; this is not
                 sock.settimeout(timeout)
-                self._sock_timeout = timeout
             _send(sock, frame)
         except OSError as exc:
             raise _Broken(exc, sent=False) from None
