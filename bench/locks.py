@@ -23,6 +23,15 @@ close to that floor the measured rate is (the rest is CPU and transport).  Each 
 makes a round trip, at least a `ping`'s (`ping_us`, the same client, same alternations),
 so `round_trip_floor_cycles_per_s` = 1e6 / (2 * (flush_us + ping_us)) is what a sync
 client could reach if the lock work itself cost nothing.
+
+Those two floors are sums of parts timed apart.  The measured floor runs the same client
+loops against a bare durable lock server (bench/_durable_floor.py: rule 7's write before
+each answer and nothing else, on the same disk, in the same run):
+`durable_floor_single_cycles_per_s` (alternated with (1)) and
+`durable_floor_contended_cycles_per_s` (the eight workers right after (2)), and how
+close wconfd comes to each (`single_to_durable_floor`, `contended_to_durable_floor`).
+Where the bare server itself stays below a target, no server keeping rule 7 meets it on
+this machine.
 """
 
 from __future__ import annotations
@@ -36,12 +45,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # This folder (first on sys.path) holds queue.py: put it last so the stdlib's queue wins;
 # _util is still found here.
 sys.path.append(sys.path.pop(0))
 
+import _durable_floor as durable_floor
 import psutil
 from _util import daemon, per_call_us
 
@@ -94,26 +106,32 @@ def cycles_per_s(client: WConfdClient, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def single_client(socket: Path, state: Path) -> dict[str, float]:
+def single_client(socket: Path, state: Path, floor_socket: Path) -> dict[str, float]:
     """One client's cycles/s without and while holding 500 other locks (instance
     locks, before node in lock order), alternated so both see the same disk load; the
-    flush floor on the state directory's disk measured between them."""
+    flush floor on the state directory's disk and the bare durable server's cycles/s
+    (`floor_socket`) measured between them."""
     held = [[f"instance/h{i:04d}", "exclusive"] for i in range(HELD)]
     part = SINGLE_SECONDS / ALTERNATIONS
     without: list[float] = []
     holding: list[float] = []
     flushes: list[float] = []
     pings: list[float] = []
+    bare: list[float] = []
+    bare_client = durable_floor.BareLockClient(floor_socket)
     with WConfdClient(socket, name="bench") as client:
         client.ping()
         for _ in range(ALTERNATIONS):
             without.append(cycles_per_s(client, part))
             flushes.append(flush_us(state))
             pings.append(per_call_us(client.ping))  # transport, dispatch: no lock work
+            bare.append(durable_floor.cycles_per_s(bare_client, part))
             assert client.try_update_locks(held) == []
             holding.append(cycles_per_s(client, part))
             client.free_locks()
+    bare_client.close()
     a, b = statistics.median(without), statistics.median(holding)
+    durable = statistics.median(bare)
     flush = statistics.median(flushes)
     floor = 1e6 / (2 * flush)
     ping = statistics.median(pings)
@@ -126,6 +144,8 @@ def single_client(socket: Path, state: Path) -> dict[str, float]:
         "ping_us": round(ping, 1),
         "round_trip_floor_cycles_per_s": round(round_trip_floor),
         "single_to_round_trip_floor": round(a / round_trip_floor, 3),
+        "durable_floor_single_cycles_per_s": round(durable),
+        "single_to_durable_floor": round(a / durable, 3),
         "holding_500_cycles_per_s": round(b),
         "holding_500_ratio": round(b / a, 3),
     }
@@ -137,15 +157,15 @@ def journal_flushes(socket: Path) -> int:
         return int(client.get_metrics()["lockwarden_journal_flush_seconds_count"])
 
 
-def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
+def worker(socket: str, counters: str, seconds: float, seed: int, bare: bool) -> None:
     """One contending process: lock a random lock, bump its counter, release; report.
+    `bare`: against the bare durable server (bench/_durable_floor.py) instead of wconfd.
 
     It connects, says `ready` and waits for the parent's `go` line, so that all eight
     contend over the same window (started one by one, the first ran alone while the
     others were still importing, and the aggregate was divided by a longer time)."""
     rng = random.Random(seed)
-    client = WConfdClient(socket, name=f"w{seed}")
-    client.ping()
+    acquire, release = _lock_calls(socket, seed, bare)
     waits: list[float] = []
     cycles = 0
     print("ready", flush=True)
@@ -157,17 +177,35 @@ def worker(socket: str, counters: str, seconds: float, seed: int) -> None:
         n = rng.randrange(LOCKS)
         lock = f"node/n{n}"
         t0 = time.perf_counter()
-        result = client.update_locks_waiting([[lock, "exclusive"]])
+        acquire(lock)
         waits.append(time.perf_counter() - t0)
-        assert result.granted
         path = Path(counters) / f"c{n}"
         path.write_text(str(int(path.read_text()) + 1))
-        client.try_update_locks([[lock, "release"]])
+        release(lock)
         cycles += 1
     now = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = now.ru_utime + now.ru_stime - cpu.ru_utime - cpu.ru_stime
     elapsed = time.monotonic() - start
     print(json.dumps({"cycles": cycles, "waits": waits, "cpu_s": cpu_s, "elapsed": elapsed}))
+
+
+def _lock_calls(
+    socket: str, seed: int, bare: bool
+) -> tuple[Callable[[str], object], Callable[[str], object]]:
+    """A connected worker's blocking acquire(lock) and release(lock)."""
+    if bare:
+        bare_client = durable_floor.BareLockClient(socket)
+        return bare_client.acquire, bare_client.release
+    client = WConfdClient(socket, name=f"w{seed}")
+    client.ping()
+
+    def acquire(lock: str) -> None:
+        assert client.update_locks_waiting([[lock, "exclusive"]]).granted
+
+    def release(lock: str) -> None:
+        client.try_update_locks([[lock, "release"]])
+
+    return acquire, release
 
 
 def daemon_process(socket: Path) -> psutil.Process:
@@ -184,23 +222,19 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def contended(socket: Path) -> dict[str, float]:
-    """Eight processes on four locks: aggregate rate, lost updates, fairness, flushes
-    per cycle."""
-    server = daemon_process(socket)
+def _run_workers(
+    socket: Path, bare: bool, at_go: Callable[[], object]
+) -> tuple[list[dict[str, Any]], int]:
+    """WORKERS contending processes against `socket` (the bare server's if `bare`),
+    started together right after `at_go()`; their reports and the counters' sum."""
     with tempfile.TemporaryDirectory() as counters:
         for n in range(LOCKS):
             (Path(counters) / f"c{n}").write_text("0")
         procs = [
             subprocess.Popen(
                 [
-                    sys.executable,
-                    __file__,
-                    "--worker",
-                    str(socket),
-                    counters,
-                    str(CONTENDED_SECONDS),
-                    str(seed),
+                    *(sys.executable, __file__, "--worker", str(socket), counters),
+                    *(str(CONTENDED_SECONDS), str(seed), "bare" if bare else "wconfd"),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -210,25 +244,46 @@ def contended(socket: Path) -> dict[str, float]:
         ]
         for p in procs:
             assert p.stdout is not None and p.stdout.readline() == "ready\n"
-        flushes_before = journal_flushes(socket)
-        server_cpu = cpu_seconds(server)
+        at_go()
         for p in procs:  # all are connected: start them together
             assert p.stdin is not None
             p.stdin.write("go\n")
             p.stdin.flush()
         reports = [json.loads(p.communicate()[0]) for p in procs]
-        # Each ran CONTENDED_SECONDS from its `go`, give or take its last cycle.
-        elapsed = statistics.mean(r["elapsed"] for r in reports)
         total = sum(int((Path(counters) / f"c{n}").read_text()) for n in range(LOCKS))
-    server_cpu = cpu_seconds(server) - server_cpu
-    flushes = journal_flushes(socket) - flushes_before
+    return reports, total
+
+
+def _rate(reports: list[dict[str, Any]]) -> float:
+    """Aggregate cycles/s: each worker ran CONTENDED_SECONDS from its `go`, give or take
+    its last cycle."""
+    return sum(r["cycles"] for r in reports) / statistics.mean(r["elapsed"] for r in reports)
+
+
+def contended(socket: Path, floor_socket: Path) -> dict[str, float]:
+    """Eight processes on four locks: aggregate rate, lost updates, fairness, flushes
+    and CPU per cycle; then the same workers against the bare durable server."""
+    server = daemon_process(socket)
+    before: dict[str, float] = {}
+
+    def mark() -> None:
+        before["flushes"] = journal_flushes(socket)
+        before["cpu"] = cpu_seconds(server)
+
+    reports, total = _run_workers(socket, False, mark)
+    server_cpu = cpu_seconds(server) - before["cpu"]
+    flushes = journal_flushes(socket) - before["flushes"]
+    bare_reports, bare_total = _run_workers(floor_socket, True, lambda: None)
+    bare_cycles = sum(r["cycles"] for r in bare_reports)
+    assert bare_total == bare_cycles, "the bare durable server lost updates"
     cycles = sum(r["cycles"] for r in reports)
     server_us = server_cpu / cycles * 1e6
     clients_us = sum(r["cpu_s"] for r in reports) / cycles * 1e6
     waits = [w for r in reports for w in r["waits"]]
     median = statistics.median(waits)
+    rate, floor = _rate(reports), _rate(bare_reports)
     return {
-        "contended_cycles_per_s": round(cycles / elapsed),
+        "contended_cycles_per_s": round(rate),
         "lost_updates": cycles - total,
         "wait_median_ms": round(median * 1000, 3),
         "wait_max_ms": round(max(waits) * 1000, 3),
@@ -239,14 +294,16 @@ def contended(socket: Path) -> dict[str, float]:
         "contended_cpu_bound_cycles_per_s": round(
             len(os.sched_getaffinity(0)) * 1e6 / (server_us + clients_us)
         ),
+        "durable_floor_contended_cycles_per_s": round(floor),
+        "contended_to_durable_floor": round(rate / floor, 3),
     }
 
 
 def main() -> None:
-    with daemon("wconfd") as (run, state):
+    with daemon("wconfd") as (run, state), durable_floor.bare_server() as floor_socket:
         socket = run / "wconfd.sock"
-        single = single_client(socket, state)
-        many = contended(socket)
+        single = single_client(socket, state, floor_socket)
+        many = contended(socket, floor_socket)
     print(
         json.dumps(
             {
@@ -264,6 +321,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
+        worker(
+            sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "bare"
+        )
     else:
         main()
