@@ -22,6 +22,7 @@ acknowledged data raises JournalCorruptError, an unreadable snapshot SnapshotCor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -241,33 +242,37 @@ class LocalStore(Generic[S, R]):
             data, start = frame_batch(batch, self._durable_seq + 1), self._layout.pos
             loop = self._loop
             assert loop is not None
-            future = loop.run_in_executor(
-                self._executor_(),
-                self._files.write_batch,
-                self._fd,
-                data,
-                start,
-                self._layout.alloc_end,
-                self._dsync,
-            )
-            future.add_done_callback(lambda f: self._after_thread_batch(batch, start, data, f))
+            where = (self._fd, start, self._layout.alloc_end, self._dsync)
+            self._executor_().submit(self._write_on_thread, loop, batch, data, where)
         else:
             self._run_batch_inline(batch)
             self._kick()
             self._maybe_extend()
 
+    def _write_on_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[Pending],
+        data: bytes,
+        where: tuple[int, int, int, bool],
+    ) -> None:
+        """On the store thread: write the batch at `where` (fd, start, preallocated end,
+        RWF_DSYNC), then hand the outcome straight to the loop: one call_soon_threadsafe,
+        no futures to chain (each batch's hand-off is on the contended lock path)."""
+        fd, start, alloc_end, dsync = where
+        try:
+            result = self._files.write_batch(fd, data, start, alloc_end, dsync)
+        except Exception as exc:  # not an OSError: a bug; fail the batch, stop writing
+            result = IoResult(0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}", dsync)
+        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+            loop.call_soon_threadsafe(self._after_thread_batch, batch, start, len(data), result)
+
     def _after_thread_batch(
-        self, batch: list[Pending], start: int, data: bytes, future: asyncio.Future[IoResult]
+        self, batch: list[Pending], start: int, length: int, result: IoResult
     ) -> None:
         """Completion of a batch written by the store thread (on the loop thread)."""
         self._inflight = False
-        try:
-            result = future.result()
-        except Exception as exc:  # not an OSError: a bug; fail the batch, stop writing
-            result = IoResult(
-                0.0, OSError(errno.EIO, repr(exc)), f"write crashed: {exc!r}", self._dsync
-            )
-        self._finish_batch(batch, start, len(data), result)
+        self._finish_batch(batch, start, length, result)
         self._wake_idle()
         self._kick()
         self._maybe_extend()

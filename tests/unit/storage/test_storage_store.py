@@ -381,6 +381,41 @@ def test_failed_async_batch_fails_every_waiter_and_state_stays(tmp_path: Path) -
     assert reload(tmp_path)[0] == applied
 
 
+def test_a_write_that_crashes_on_the_store_thread_fails_its_batch_and_breaks_the_store(
+    tmp_path: Path,
+) -> None:
+    """Not an OSError (a bug in the I/O code) on the store's thread: the waiters get a
+    StorageError, nothing is applied, and the store refuses further writes (it cannot
+    know what reached the disk) - instead of the loop never hearing back."""
+
+    class Crashing(FileOps):
+        crash = False
+
+        def pwrite_dsync(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+            if self.crash:
+                raise ValueError("bug in the write path")
+            super().pwrite_dsync(fd, data, offset)
+
+    ops = Crashing()
+    applied: dict[str, int] = {}
+
+    async def main() -> None:
+        store = make_store(tmp_path, ops, sync_mode="thread")
+        store.open()
+        await store.append(Put(key="a", value=1), lambda r: apply(applied, r))
+        ops.crash = True
+        with pytest.raises(StorageError, match="bug in the write path"):
+            await store.append(Put(key="b", value=2), lambda r: apply(applied, r))
+        assert store.broken is not None and "write crashed" in store.broken
+        with pytest.raises(StorageError, match="broken"):
+            await store.append(Put(key="c", value=3))
+        await store.aclose()
+
+    asyncio.run(main())
+    assert applied == {"a": 1}
+    assert reload(tmp_path)[0] == {"a": 1}
+
+
 def test_undo_failure_breaks_the_store_and_reload_recovers(tmp_path: Path) -> None:
     ops = FaultyOps()
     store = make_store(tmp_path, ops, prealloc=0)
