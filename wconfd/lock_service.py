@@ -74,19 +74,26 @@ class LockService:
     # -- effects -----------------------------------------------------------------------
 
     async def settle(self, effects: Effects) -> None:
-        """Persist what changed, then answer the waits the operation ended.  Every lock
-        operation ends here, so the lock table's change serial is bumped here too."""
+        """Persist what changed, then answer the waits the operation ended (as soon as
+        the change is durable, before this call resumes).  Every lock operation ends
+        here, so the lock table's change serial is bumped here too."""
         self.serial.bump()
         if effects.empty():
             return
-        if effects.changes:
-            try:
-                await self.persistence.commit(
-                    [LockChange(owner, pairs) for owner, pairs in effects.changes.items()]
-                )
-            except StorageError as exc:
-                self._fall_back_to_durable_locks(exc)
-                raise
+        if not effects.changes:
+            self._answer_waits(effects)
+            return
+        try:
+            await self.persistence.commit(
+                [LockChange(owner, pairs) for owner, pairs in effects.changes.items()],
+                then=lambda: self._answer_waits(effects),
+            )
+        except StorageError as exc:
+            self._fall_back_to_durable_locks(exc)
+            raise
+
+    def _answer_waits(self, effects: Effects) -> None:
+        """Answer the waiting calls an operation granted, withdrew or ended."""
         now = time.monotonic()
         for owner in effects.granted:
             self._waited(owner, now)
@@ -206,6 +213,8 @@ class LockService:
         self, owner: str, fut: asyncio.Future[WaitResult], timeout: float | None
     ) -> WaitResult:
         try:
+            if timeout is None:  # no timer, so nothing to shield the future from
+                return await fut
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             if not self.locks.has_pending(owner):  # granted while the timer fired

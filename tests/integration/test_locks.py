@@ -304,6 +304,50 @@ def test_connection_close_withdraws_waiting_request(wconfd, raw_factory):
         time.sleep(0.02)
 
 
+def test_a_release_whose_caller_hangs_up_still_answers_the_granted_waiter(wconfd, raw_factory):
+    """The releaser closes its connection right after sending the release: its call is
+    cancelled, but the release is durable and granted the lock to the waiter, whose call
+    must be answered (it waited forever when the grant was answered by the releaser's
+    call after its commit returned)."""
+    conn = raw_factory(wconfd.socket)
+    start = psutil.Process().create_time()
+    conn.call(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "identify",
+                "params": {"job_id": None, "pid": os.getpid(), "start_time": start, "name": "raw"},
+                "id": 1,
+            }
+        ).encode()
+        + b"\n"
+    )
+    taken = conn.call(
+        b'{"jsonrpc":"2.0","method":"try_update_locks","params":{"request":[["node/n1","exclusive"]]},"id":2}\n'
+    )
+    assert taken["result"] == []
+    observer = client(wconfd, "observer")
+
+    async def wait_for_the_release() -> tuple[bool, str]:
+        w = AsyncWConfdClient(wconfd.socket, name="w")
+        waiter = asyncio.ensure_future(w.update_locks_waiting([["node/n1", "exclusive"]]))
+        deadline = time.monotonic() + 5
+        while not observer.list_all_locks().pending:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        conn.send(
+            b'{"jsonrpc":"2.0","method":"try_update_locks","params":{"request":[["node/n1","release"]]},"id":3}\n'
+        )
+        conn.close()
+        result = await asyncio.wait_for(waiter, 10)
+        held = await w.list_locks()
+        await w.close()
+        return result.granted, held
+
+    granted, held = asyncio.run(wait_for_the_release())
+    assert granted and held == [["node/n1", "exclusive"]]
+
+
 def test_dead_holder_releases_at_once(wconfd):
     proc, holder_id = spawn_holder(wconfd.socket, "holder", [["node/n1", "exclusive"]])
     b = client(wconfd, "b")

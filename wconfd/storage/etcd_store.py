@@ -157,7 +157,7 @@ class EtcdStore:
 
     def append_nowait(
         self, record: Record, on_durable: Callable[[Record], Any] | None = None
-    ) -> Awaitable[int]:
+    ) -> asyncio.Future[int]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
         if self._broken is not None:  # refused: the awaitable fails (NotMaster once deposed)

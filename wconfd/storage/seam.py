@@ -33,6 +33,7 @@ What an implementation must promise:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -65,8 +66,8 @@ class DurableStore(Protocol[S, R]):
 
     def append_nowait(
         self, record: R, on_durable: Callable[[R], Any] | None = None
-    ) -> Awaitable[int]:
-        """Queue `record` (its seq is the next one) and return what to await for its
+    ) -> asyncio.Future[int]:
+        """Queue `record` (its seq is the next one) and return the future of its
         durability; records queued back to back form one atomic batch."""
         ...
 
