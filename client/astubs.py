@@ -81,7 +81,8 @@ class AsyncStub(_StubBase):
             if self._writer is not None and not self._writer.is_closing():
                 return self._writer
             await self._open()
-            assert self._writer is not None
+            if self._writer is None:  # the daemon hung up right after answering identify
+                raise _Broken(EOFError("the daemon closed the connection"), sent=False)
             return self._writer
 
     async def _open(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from client import AsyncLuxiClient, LuxiClient, WConfdClient, errors
+from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient, errors
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,6 +57,62 @@ def hang_up_server(path: Path) -> Iterator[list[bytes]]:
         stop.set()
         thread.join(5)
         server.close()
+
+
+@contextlib.contextmanager
+def hang_up_after_identify_server(path: Path) -> Iterator[list[str]]:
+    """A wconfd stand-in whose first connection answers `identify` and hangs up at once
+    (a daemon killed or stepping down right then); later ones answer every call (with an
+    empty list).  Yields the methods it answered, in order."""
+    answered: list[str] = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    server.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        first = True
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn, conn.makefile("rb") as lines:
+                for line in lines:
+                    request = json.loads(line)
+                    result = {"client_id": "c"} if request["method"] == "identify" else []
+                    answer = {"jsonrpc": "2.0", "result": result, "id": request["id"]}
+                    conn.sendall(json.dumps(answer).encode() + b"\n")
+                    answered.append(request["method"])
+                    if first:
+                        first = False
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+
+
+def test_an_async_call_rides_out_a_hang_up_right_after_identify(tmp_path):
+    """The async stub used to fail an assertion (and so kill a waiting job process)
+    when the daemon closed a fresh connection right after answering identify."""
+
+    async def call() -> list[list[str]]:
+        wc = AsyncWConfdClient(tmp_path / "wconfd.sock", name="w", patience=10)
+        try:
+            return await wc.list_locks()
+        finally:
+            await wc.close()
+
+    with hang_up_after_identify_server(tmp_path / "wconfd.sock") as answered:
+        assert asyncio.run(call()) == []
+    assert answered == ["identify", "identify", "list_locks"]
 
 
 def test_a_call_that_may_have_been_applied_is_not_sent_again(tmp_path):
