@@ -213,8 +213,6 @@ class LockService:
         self, owner: str, fut: asyncio.Future[WaitResult], timeout: float | None
     ) -> WaitResult:
         try:
-            if timeout is None:  # no timer, so nothing to shield the future from
-                return await fut
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             if not self.locks.has_pending(owner):  # granted while the timer fired
