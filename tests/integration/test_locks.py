@@ -46,6 +46,20 @@ def spawn_holder(socket, name, request):
     return proc, client_id
 
 
+def identified_raw(raw_factory, socket):
+    """A raw connection that has identified as this process, named "raw" (request id 1)."""
+    conn = raw_factory(socket)
+    start = psutil.Process().create_time()
+    identify = {
+        "jsonrpc": "2.0",
+        "method": "identify",
+        "params": {"job_id": None, "pid": os.getpid(), "start_time": start, "name": "raw"},
+        "id": 1,
+    }
+    conn.call(json.dumps(identify).encode() + b"\n")
+    return conn
+
+
 def client(wconfd, name):
     return WConfdClient(wconfd.socket, name=name)
 
@@ -277,19 +291,7 @@ def test_answers_out_of_order_on_one_connection(wconfd):
 def test_connection_close_withdraws_waiting_request(wconfd, raw_factory):
     a = client(wconfd, "a")
     a.try_update_locks([["node/n1", "exclusive"]])
-    conn = raw_factory(wconfd.socket)
-    start = psutil.Process().create_time()
-    conn.call(
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "method": "identify",
-                "params": {"job_id": None, "pid": os.getpid(), "start_time": start, "name": "raw"},
-                "id": 1,
-            }
-        ).encode()
-        + b"\n"
-    )
+    conn = identified_raw(raw_factory, wconfd.socket)
     conn.send(
         b'{"jsonrpc":"2.0","method":"update_locks_waiting","params":{"request":[["node/n1","shared"]]},"id":2}\n'
     )
@@ -309,19 +311,7 @@ def test_a_release_whose_caller_hangs_up_still_answers_the_granted_waiter(wconfd
     cancelled, but the release is durable and granted the lock to the waiter, whose call
     must be answered (it waited forever when the grant was answered by the releaser's
     call after its commit returned)."""
-    conn = raw_factory(wconfd.socket)
-    start = psutil.Process().create_time()
-    conn.call(
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "method": "identify",
-                "params": {"job_id": None, "pid": os.getpid(), "start_time": start, "name": "raw"},
-                "id": 1,
-            }
-        ).encode()
-        + b"\n"
-    )
+    conn = identified_raw(raw_factory, wconfd.socket)
     taken = conn.call(
         b'{"jsonrpc":"2.0","method":"try_update_locks","params":{"request":[["node/n1","exclusive"]]},"id":2}\n'
     )

@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,10 +21,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @contextlib.contextmanager
-def hang_up_server(path: Path) -> Iterator[list[bytes]]:
-    """A socket that takes each request line and closes the connection unanswered (what a
-    daemon killed mid-call looks like); yields the requests it received."""
-    received: list[bytes] = []
+def serving(path: Path, handle: Callable[[socket.socket], None]) -> Iterator[None]:
+    """Listen on `path` and give each accepted connection to `handle`, one at a time, on a
+    thread (a stand-in daemon); stops when the block ends."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(16)
@@ -38,25 +37,38 @@ def hang_up_server(path: Path) -> Iterator[list[bytes]]:
             except TimeoutError:
                 continue
             with conn:
-                conn.settimeout(5)
-                data = b""
-                with contextlib.suppress(OSError):
-                    while not data.endswith(b"\n"):
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                if data:
-                    received.append(data)
+                handle(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield received
+        yield
     finally:
         stop.set()
         thread.join(5)
         server.close()
+
+
+@contextlib.contextmanager
+def hang_up_server(path: Path) -> Iterator[list[bytes]]:
+    """A socket that takes each request line and closes the connection unanswered (what a
+    daemon killed mid-call looks like); yields the requests it received."""
+    received: list[bytes] = []
+
+    def handle(conn: socket.socket) -> None:
+        conn.settimeout(5)
+        data = b""
+        with contextlib.suppress(OSError):
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        if data:
+            received.append(data)
+
+    with serving(path, handle):
+        yield received
 
 
 @contextlib.contextmanager
@@ -65,38 +77,21 @@ def hang_up_after_identify_server(path: Path) -> Iterator[list[str]]:
     (a daemon killed or stepping down right then); later ones answer every call (with an
     empty list).  Yields the methods it answered, in order."""
     answered: list[str] = []
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(16)
-    server.settimeout(0.1)
-    stop = threading.Event()
 
-    def serve() -> None:
-        first = True
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            with conn, conn.makefile("rb") as lines:
-                for line in lines:
-                    request = json.loads(line)
-                    result = {"client_id": "c"} if request["method"] == "identify" else []
-                    answer = {"jsonrpc": "2.0", "result": result, "id": request["id"]}
-                    conn.sendall(json.dumps(answer).encode() + b"\n")
-                    answered.append(request["method"])
-                    if first:
-                        first = False
-                        break
+    def handle(conn: socket.socket) -> None:
+        first = not answered
+        with conn.makefile("rb") as lines:
+            for line in lines:
+                request = json.loads(line)
+                result = {"client_id": "c"} if request["method"] == "identify" else []
+                answer = {"jsonrpc": "2.0", "result": result, "id": request["id"]}
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+                answered.append(request["method"])
+                if first:
+                    break
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with serving(path, handle):
         yield answered
-    finally:
-        stop.set()
-        thread.join(5)
-        server.close()
 
 
 def test_an_async_call_rides_out_a_hang_up_right_after_identify(tmp_path):
