@@ -59,7 +59,9 @@ class LockService:
     def __init__(self, persistence: Persistence, locks: LockManager, metrics: Registry) -> None:
         self.persistence = persistence
         self.locks = locks
-        self._waits: dict[str, asyncio.Future[WaitResult]] = {}
+        # owner -> the calls waiting for its queued request, one future each (a re-issued
+        # call waits beside the first; each can end alone)
+        self._waits: dict[str, list[asyncio.Future[WaitResult]]] = {}
         self.serial = ChangeSerial()  # wait_locks_change
         # owner -> (monotonic time its waiting request was queued, level of its first lock)
         self._waiting_since: dict[str, tuple[float, str]] = {}
@@ -97,12 +99,14 @@ class LockService:
         now = time.monotonic()
         for owner in effects.granted:
             self._waited(owner, now)
-            self._resolve(self._waits, owner, WaitResult(granted=True, blockers=[]))
+            self._resolve_calls(owner, WaitResult(granted=True, blockers=[]))
         for owner, blockers in effects.withdrawn.items():
             self._waiting_since.pop(owner, None)
-            self._resolve(self._waits, owner, WaitResult(granted=False, blockers=blockers))
+            self._resolve_calls(owner, WaitResult(granted=False, blockers=blockers))
         for owner, locks in effects.opportunistic.items():
-            self._resolve(self._opp_waits, owner, locks)
+            fut = self._opp_waits.pop(owner, None)
+            if fut is not None and not fut.done():
+                fut.set_result(locks)
 
     def _waited(self, owner: str, now: float) -> None:
         """A queued request was granted: observe how long it waited."""
@@ -131,19 +135,19 @@ class LockService:
     def abandon(self, error: RpcError) -> None:
         """Fail every waiting call with `error` (their requests are gone)."""
         self._waiting_since.clear()
-        tables: tuple[dict[str, asyncio.Future[Any]], ...] = (self._waits, self._opp_waits)
-        for table in tables:
-            waiting = list(table.values())
-            table.clear()
-            for fut in waiting:
-                if not fut.done():
-                    fut.set_exception(error)
+        waiting: list[asyncio.Future[Any]] = [f for calls in self._waits.values() for f in calls]
+        waiting += self._opp_waits.values()
+        self._waits.clear()
+        self._opp_waits.clear()
+        for fut in waiting:
+            if not fut.done():
+                fut.set_exception(error)
 
-    @staticmethod
-    def _resolve(table: dict[str, asyncio.Future[Any]], owner: str, value: object) -> None:
-        fut = table.pop(owner, None)
-        if fut is not None and not fut.done():
-            fut.set_result(value)
+    def _resolve_calls(self, owner: str, result: WaitResult) -> None:
+        """Answer every call waiting for `owner`'s request."""
+        for fut in self._waits.pop(owner, ()):
+            if not fut.done():
+                fut.set_result(result)
 
     def settle_soon(self, effects: Effects) -> None:
         """Settle from a context that cannot wait (a dying client, a cancelled call)."""
@@ -189,9 +193,8 @@ class LockService:
         if timeout == 0:
             update = self.locks.try_update(owner, request, priority)
         else:
-            fut = self._waits.get(owner)
-            if fut is not None and self.locks.pending_matches(owner, request):
-                return await self._wait(owner, fut, timeout)  # a re-issued call
+            if owner in self._waits and self.locks.pending_matches(owner, request):
+                return await self._wait(owner, timeout)  # a re-issued call
             try:
                 update = self.locks.update_waiting(owner, request, priority, since=time.time())
             except DeadlockError:
@@ -205,30 +208,57 @@ class LockService:
         await self.settle(update.effects)
         if not update.pending:
             return WaitResult(granted=update.applied, blockers=update.blockers)
-        fut = asyncio.get_running_loop().create_future()
-        self._waits[owner] = fut
-        return await self._wait(owner, fut, timeout)
+        return await self._wait(owner, timeout)
 
-    async def _wait(
-        self, owner: str, fut: asyncio.Future[WaitResult], timeout: float | None
-    ) -> WaitResult:
+    async def _wait(self, owner: str, timeout: float | None) -> WaitResult:
+        """Wait for the answer to `owner`'s queued request, as one of the calls waiting
+        for it: its grant, or its withdrawal (timeout, free_locks, ...).  The future is
+        this call's own, so the grant wakes it directly, and a call that ends (its
+        connection closed) withdraws the request only if no other call waits for it."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[WaitResult] = loop.create_future()
+        self._waits.setdefault(owner, []).append(fut)
+        timer = None if timeout is None else loop.call_later(timeout, self._time_out, owner)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            if not self.locks.has_pending(owner):  # granted while the timer fired
-                return await fut
-            withdrawn = self.locks.withdraw(owner)
-            self._waits.pop(owner, None)
-            self._waiting_since.pop(owner, None)
-            await self.settle(withdrawn.effects)
-            return WaitResult(granted=False, blockers=withdrawn.blockers)
+            return await fut
         except asyncio.CancelledError:
-            # The connection closed: withdraw, unless the grant already happened.
-            if self._waits.get(owner) is fut and self.locks.has_pending(owner):
-                self._waits.pop(owner, None)
-                self._waiting_since.pop(owner, None)
-                self.settle_soon(self.locks.withdraw(owner).effects)
+            calls = self._waits.get(owner, [])
+            if fut in calls:
+                calls.remove(fut)
+                if not calls:
+                    del self._waits[owner]
+                    if self.locks.has_pending(owner):
+                        self._withdraw_soon(owner)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _time_out(self, owner: str) -> None:
+        """A waiting call's timeout: withdraw the request unless it was granted meanwhile
+        (then the grant's answer is on its way, once durable)."""
+        if self.locks.has_pending(owner):
+            self._withdraw_soon(owner)
+
+    def _withdraw_soon(self, owner: str) -> None:
+        """Withdraw `owner`'s queued request.  The calls waiting for it are taken now (a
+        new request of the owner's waits apart) and get granted=False with its blockers
+        once what the withdrawal granted others is durable."""
+        self._waiting_since.pop(owner, None)
+        calls = self._waits.pop(owner, [])
+        update = self.locks.withdraw(owner)
+        answer = WaitResult(granted=False, blockers=update.blockers)
+        self.spawn(self._settle_withdrawal(update.effects, calls, answer))
+
+    async def _settle_withdrawal(
+        self, effects: Effects, calls: list[asyncio.Future[WaitResult]], answer: WaitResult
+    ) -> None:
+        try:
+            await self.settle(effects)
+        finally:  # even if that write failed: the request is withdrawn all the same
+            for fut in calls:
+                if not fut.done():
+                    fut.set_result(answer)
 
     async def opportunistic_lock_union(
         self, client: Client, request: LockRequest, timeout: float, min_count: int

@@ -338,6 +338,60 @@ def test_a_release_whose_caller_hangs_up_still_answers_the_granted_waiter(wconfd
     assert granted and held == [["node/n1", "exclusive"]]
 
 
+WAIT_N1 = (
+    b'{"jsonrpc":"2.0","method":"update_locks_waiting",'
+    b'"params":{"request":[["node/n1","exclusive"]],"timeout":%s},"id":2}\n'
+)
+
+
+def wait_until(check, what):
+    deadline = time.monotonic() + 5
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_reissued_wait_outlives_the_first_call_hanging_up(wconfd, raw_factory):
+    """A stub re-issues a wait on a new connection while the old one is still open: the
+    old call ending must not withdraw the request the new call waits for."""
+    a = client(wconfd, "a")
+    a.try_update_locks([["node/n1", "exclusive"]])
+    first = identified_raw(raw_factory, wconfd.socket)
+    first.send(WAIT_N1 % b"null")
+    wait_until(lambda: a.list_all_locks().pending, "the first call never queued")
+    second = identified_raw(raw_factory, wconfd.socket)
+    second.send(WAIT_N1 % b"null")
+
+    def connections() -> int:
+        return next(c.connections for c in a.list_clients() if c.name == "raw")
+
+    wait_until(lambda: connections() == 2, "the second connection was not counted")
+    first.close()
+    wait_until(lambda: connections() == 1, "wconfd never noticed the first one closing")
+    assert [p.client_id for p in a.list_all_locks().pending] == [
+        c.client_id for c in a.list_clients() if c.name == "raw"
+    ]
+    a.try_update_locks([["node/n1", "release"]])
+    answer = json.loads(second.line())
+    assert answer == {"jsonrpc": "2.0", "result": {"granted": True, "blockers": []}, "id": 2}
+
+
+def test_a_timeout_answers_every_call_waiting_for_the_request(wconfd, raw_factory):
+    """Two calls wait for one request (a re-issue); the one with the shorter timeout
+    withdraws it, and both are answered (the longer one waited forever before)."""
+    a = client(wconfd, "a")
+    a.try_update_locks([["node/n1", "exclusive"]])
+    patient = identified_raw(raw_factory, wconfd.socket)
+    patient.send(WAIT_N1 % b"60")
+    wait_until(lambda: a.list_all_locks().pending, "the first call never queued")
+    hasty = identified_raw(raw_factory, wconfd.socket)
+    hasty.send(WAIT_N1 % b"0.2")
+    refused = {"jsonrpc": "2.0", "result": {"granted": False, "blockers": [a.client_id]}, "id": 2}
+    assert json.loads(hasty.line()) == refused
+    assert json.loads(patient.line()) == refused
+    assert not a.list_all_locks().pending
+
+
 def test_dead_holder_releases_at_once(wconfd):
     proc, holder_id = spawn_holder(wconfd.socket, "holder", [["node/n1", "exclusive"]])
     b = client(wconfd, "b")
