@@ -10,6 +10,11 @@ identification, no fairness or deadlock checks, no snapshot, no metrics.  Its ra
 with the same client loops as wconfd's figures, is what any server that honours rule 7
 can at most reach here: transport, wake-ups and the disk flush.
 
+The same server also answers SPEC §3's wire format, a JSON-RPC 2.0 `try_update_locks`
+line (decoded and answered with msgspec, journalled as it came), for the one-client
+loop of `JsonRpcLockClient` (a stub reduced to encode, send, receive, decode): the floor
+of a server that honours rule 7 and speaks the Normative protocol, and nothing more.
+
 Run as `python bench/_durable_floor.py SOCKET JOURNAL`; it prints `ready` once it listens.
 """
 
@@ -26,7 +31,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, Protocol, cast
+
+import msgspec
 
 _JOURNAL_BYTES = 1 << 22  # preallocated; records wrap around in the first half
 
@@ -56,8 +63,45 @@ class BareLockClient:
         self._sock.close()
 
 
-def cycles_per_s(client: BareLockClient, seconds: float) -> float:
-    """Acquire+release cycles per second on distinct locks (bench/locks.py's loop)."""
+class JsonRpcLockClient(BareLockClient):
+    """A blocking JSON-RPC 2.0 client of the bare server: what a stub must at least do
+    for `try_update_locks` (encode the request, decode the answer), and nothing else."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._id = 0
+        self._buffer = b""
+
+    def _rpc(self, lock: str, mode: str) -> Any:
+        self._id += 1
+        request = {"jsonrpc": "2.0", "method": "try_update_locks", "id": self._id}
+        request["params"] = {"request": [[lock, mode]]}
+        self._sock.sendall(msgspec.json.encode(request) + b"\n")
+        while b"\n" not in self._buffer:
+            self._buffer += self._sock.recv(4096)
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer = msgspec.json.decode(line)
+        assert answer["id"] == self._id, answer
+        return answer["result"]
+
+    def acquire(self, lock: str) -> None:
+        """Take `lock` exclusively (no waiting: the one-client loop never contends)."""
+        self._rpc(lock, "exclusive")
+
+    def release(self, lock: str) -> None:
+        self._rpc(lock, "release")
+
+
+class LockLoopClient(Protocol):
+    """What the one-client loop drives: a blocking acquire and release of one lock."""
+
+    def acquire(self, lock: str) -> None: ...
+    def release(self, lock: str) -> None: ...
+
+
+def cycles_per_s(client: LockLoopClient, seconds: float) -> float:
+    """Acquire+release cycles per second on distinct locks: the one-client loop of
+    bench/locks.py, for wconfd's stub and for the bare server's clients alike."""
     count = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -94,27 +138,35 @@ class _Server:
         self.fd = fd
         self.loop = loop
         self.pos = 0
-        self.pending: list[tuple[asyncio.Transport, bytes]] = []
+        self.pending: list[tuple[asyncio.Transport, bytes, bytes]] = []
         self.holder: dict[bytes, asyncio.Transport] = {}
         self.waiters: dict[bytes, collections.deque[asyncio.Transport]] = (
             collections.defaultdict(collections.deque)
         )
 
-    def durable(self, transport: asyncio.Transport, record: bytes) -> None:
-        """Queue `record`; `transport` is answered once the round's write is on disk."""
+    def durable(self, transport: asyncio.Transport, record: bytes, answer: bytes = b"ok\n") -> None:
+        """Queue `record`; `transport` gets `answer` once the round's write is on disk."""
         if not self.pending:
             self.loop.call_soon(self.flush)
-        self.pending.append((transport, record))
+        self.pending.append((transport, record, answer))
 
     def flush(self) -> None:
         batch, self.pending = self.pending, []
-        data = b"".join(record for _, record in batch)
+        data = b"".join(record for _, record, _ in batch)
         os.pwritev(self.fd, [data], self.pos, os.RWF_DSYNC)
         self.pos = (self.pos + len(data)) % (_JOURNAL_BYTES // 2)
-        for transport, _ in batch:
-            transport.write(b"ok\n")
+        for transport, _, answer in batch:
+            transport.write(answer)
+
+    def handle_json(self, transport: asyncio.Transport, line: bytes) -> None:
+        """A JSON-RPC `try_update_locks` of one uncontended pair: journal, then `[]`."""
+        request = msgspec.json.decode(line)
+        answer = {"jsonrpc": "2.0", "result": [], "id": request["id"]}
+        self.durable(transport, line + b"\n", msgspec.json.encode(answer) + b"\n")
 
     def handle(self, transport: asyncio.Transport, line: bytes) -> None:
+        if line.startswith(b"{"):
+            return self.handle_json(transport, line)
         op, lock = line.split(b" ", 1)
         if op == b"A":
             if lock in self.holder:

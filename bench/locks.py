@@ -31,7 +31,9 @@ each answer and nothing else, on the same disk, in the same run):
 `durable_floor_contended_cycles_per_s` (the eight workers right after (2)), and how
 close wconfd comes to each (`single_to_durable_floor`, `contended_to_durable_floor`).
 Where the bare server itself stays below a target, no server keeping rule 7 meets it on
-this machine.
+this machine.  The one-client loop also runs against the bare server speaking SPEC §3's
+JSON-RPC 2.0 (`jsonrpc_floor_single_cycles_per_s`, `single_to_jsonrpc_floor`): rule 7
+and the Normative wire format, nothing else.
 """
 
 from __future__ import annotations
@@ -94,16 +96,23 @@ def flush_us(directory: Path, rounds: int = 500) -> float:
         path.unlink()
 
 
+class _StubLoop:
+    """A WConfdClient as the lock loop's client (durable_floor.LockLoopClient)."""
+
+    def __init__(self, client: WConfdClient) -> None:
+        self.client = client
+
+    def acquire(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "exclusive"]])
+
+    def release(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "release"]])
+
+
 def cycles_per_s(client: WConfdClient, seconds: float) -> float:
-    """Acquire+release cycles per second on distinct node locks."""
-    count = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        lock = f"node/n{count % 1000:04d}"
-        client.try_update_locks([[lock, "exclusive"]])
-        client.try_update_locks([[lock, "release"]])
-        count += 1
-    return count / (time.perf_counter() - start)
+    """Acquire+release cycles per second on distinct node locks: the bare server's loop
+    (durable_floor.cycles_per_s), through the stub."""
+    return durable_floor.cycles_per_s(_StubLoop(client), seconds)
 
 
 def single_client(socket: Path, state: Path, floor_socket: Path) -> dict[str, float]:
@@ -118,7 +127,9 @@ def single_client(socket: Path, state: Path, floor_socket: Path) -> dict[str, fl
     flushes: list[float] = []
     pings: list[float] = []
     bare: list[float] = []
+    rpc: list[float] = []
     bare_client = durable_floor.BareLockClient(floor_socket)
+    rpc_client = durable_floor.JsonRpcLockClient(floor_socket)
     with WConfdClient(socket, name="bench") as client:
         client.ping()
         for _ in range(ALTERNATIONS):
@@ -126,12 +137,14 @@ def single_client(socket: Path, state: Path, floor_socket: Path) -> dict[str, fl
             flushes.append(flush_us(state))
             pings.append(per_call_us(client.ping))  # transport, dispatch: no lock work
             bare.append(durable_floor.cycles_per_s(bare_client, part))
+            rpc.append(durable_floor.cycles_per_s(rpc_client, part))
             assert client.try_update_locks(held) == []
             holding.append(cycles_per_s(client, part))
             client.free_locks()
     bare_client.close()
+    rpc_client.close()
     a, b = statistics.median(without), statistics.median(holding)
-    durable = statistics.median(bare)
+    durable, durable_rpc = statistics.median(bare), statistics.median(rpc)
     flush = statistics.median(flushes)
     floor = 1e6 / (2 * flush)
     ping = statistics.median(pings)
@@ -146,6 +159,8 @@ def single_client(socket: Path, state: Path, floor_socket: Path) -> dict[str, fl
         "single_to_round_trip_floor": round(a / round_trip_floor, 3),
         "durable_floor_single_cycles_per_s": round(durable),
         "single_to_durable_floor": round(a / durable, 3),
+        "jsonrpc_floor_single_cycles_per_s": round(durable_rpc),
+        "single_to_jsonrpc_floor": round(a / durable_rpc, 3),
         "holding_500_cycles_per_s": round(b),
         "holding_500_ratio": round(b / a, 3),
     }

@@ -117,7 +117,12 @@ def _durable_floor(j: Json, case: str, target: int) -> str:
         return ""
     floor = j[f"durable_floor_{case}_cycles_per_s"]
     shown = f"; bare durable server {floor}/s, {j[f'{case}_to_durable_floor']} of it"
-    return shown + (" (the target is above this floor)" if floor < target else "")
+    shown += " (the target is above this floor)" if floor < target else ""
+    if f"jsonrpc_floor_{case}_cycles_per_s" in j:
+        rpc = j[f"jsonrpc_floor_{case}_cycles_per_s"]
+        shown += f"; the same speaking JSON-RPC {rpc}/s, {j[f'{case}_to_jsonrpc_floor']} of it"
+        shown += " (above this floor too)" if rpc < target else ""
+    return shown
 
 
 def death(j: Json) -> tuple[str, bool]:
