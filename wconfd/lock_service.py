@@ -218,7 +218,7 @@ class LockService:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[WaitResult] = loop.create_future()
         self._waits.setdefault(owner, []).append(fut)
-        timer = None if timeout is None else loop.call_later(timeout, self._time_out, owner)
+        timer = None if timeout is None else loop.call_later(timeout, self._time_out, owner, fut)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -234,10 +234,10 @@ class LockService:
             if timer is not None:
                 timer.cancel()
 
-    def _time_out(self, owner: str) -> None:
-        """A waiting call's timeout: withdraw the request unless it was granted meanwhile
-        (then the grant's answer is on its way, once durable)."""
-        if self.locks.has_pending(owner):
+    def _time_out(self, owner: str, fut: asyncio.Future[WaitResult]) -> None:
+        """A waiting call's timeout: withdraw the request it waits for, unless that was
+        granted or withdrawn meanwhile (its answer is then on its way, once durable)."""
+        if fut in self._waits.get(owner, ()) and self.locks.has_pending(owner):
             self._withdraw_soon(owner)
 
     def _withdraw_soon(self, owner: str) -> None:
