@@ -351,16 +351,24 @@ def wait_until(check, what):
         time.sleep(0.02)
 
 
-def test_a_reissued_wait_outlives_the_first_call_hanging_up(wconfd, raw_factory):
-    """A stub re-issues a wait on a new connection while the old one is still open: the
-    old call ending must not withdraw the request the new call waits for."""
+def two_calls_waiting(wconfd, raw_factory, first_timeout: bytes, second_timeout: bytes):
+    """Client "a" holds node/n1; this process waits for it on one raw connection, then
+    re-issues the same wait on a second one (as a stub does after a reconnect).
+    Returns (a, first connection, second connection)."""
     a = client(wconfd, "a")
     a.try_update_locks([["node/n1", "exclusive"]])
     first = identified_raw(raw_factory, wconfd.socket)
-    first.send(WAIT_N1 % b"null")
+    first.send(WAIT_N1 % first_timeout)
     wait_until(lambda: a.list_all_locks().pending, "the first call never queued")
     second = identified_raw(raw_factory, wconfd.socket)
-    second.send(WAIT_N1 % b"null")
+    second.send(WAIT_N1 % second_timeout)
+    return a, first, second
+
+
+def test_a_reissued_wait_outlives_the_first_call_hanging_up(wconfd, raw_factory):
+    """A stub re-issues a wait on a new connection while the old one is still open: the
+    old call ending must not withdraw the request the new call waits for."""
+    a, first, second = two_calls_waiting(wconfd, raw_factory, b"null", b"null")
 
     def connections() -> int:
         return next(c.connections for c in a.list_clients() if c.name == "raw")
@@ -379,13 +387,7 @@ def test_a_reissued_wait_outlives_the_first_call_hanging_up(wconfd, raw_factory)
 def test_a_timeout_answers_every_call_waiting_for_the_request(wconfd, raw_factory):
     """Two calls wait for one request (a re-issue); the one with the shorter timeout
     withdraws it, and both are answered (the longer one waited forever before)."""
-    a = client(wconfd, "a")
-    a.try_update_locks([["node/n1", "exclusive"]])
-    patient = identified_raw(raw_factory, wconfd.socket)
-    patient.send(WAIT_N1 % b"60")
-    wait_until(lambda: a.list_all_locks().pending, "the first call never queued")
-    hasty = identified_raw(raw_factory, wconfd.socket)
-    hasty.send(WAIT_N1 % b"0.2")
+    a, patient, hasty = two_calls_waiting(wconfd, raw_factory, b"60", b"0.2")
     refused = {"jsonrpc": "2.0", "result": {"granted": False, "blockers": [a.client_id]}, "id": 2}
     assert json.loads(hasty.line()) == refused
     assert json.loads(patient.line()) == refused
