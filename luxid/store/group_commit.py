@@ -7,9 +7,10 @@ transaction.  While a commit runs, new writes queue up for the next one, so N co
 submits or job reports cost one fsync, not N.  The worker decides nothing: every job it
 writes was built on the event loop.
 
-A lone writer's commit runs on the event loop itself (client.daemon.write_placement, the
-rule wconfd's journal follows): the thread hand-off would cost about as much as the
-fsync, and no other client waits meanwhile.  Once batches are shared, the disk is slow,
+A lone writer's commit runs on the event loop itself (client.daemon.write_placement):
+the thread hand-off would cost about as much as the fsync, and no other client waits
+meanwhile.  Once batches are shared (a whole transaction each: the loop has work to do
+meanwhile; wconfd's small journal writes stay on the loop), the disk is slow,
 or the store is remote (its `sync_mode` is "thread": etcd), commits go to the worker and
 the event loop never blocks on the disk.  Store calls of their own (`call`) always do.
 
