@@ -9,7 +9,8 @@ Speed.  Group commit: `append` queues the record and schedules one flush for the
 current round, so every record appended meanwhile shares that write; while a write is
 in flight, new records queue for the next one.  Whether a batch is written on the
 event-loop thread or on the store's own thread is client.daemon.write_placement's
-choice: on the loop unless the disk is slow, even when batches are shared.  The file I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
+choice: on the loop unless the disk is slow, even when batches are shared.  The file
+I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
 positions and preallocation are layout.py; a batch's framing and callers are batch.py.
 If a write fails and cannot be undone the store is *broken* (`broken` says why) and
 refuses every further append.
