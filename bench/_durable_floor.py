@@ -140,8 +140,8 @@ class _Server:
         self.pos = 0
         self.pending: list[tuple[asyncio.Transport, bytes, bytes]] = []
         self.holder: dict[bytes, asyncio.Transport] = {}
-        self.waiters: dict[bytes, collections.deque[asyncio.Transport]] = (
-            collections.defaultdict(collections.deque)
+        self.waiters: dict[bytes, collections.deque[asyncio.Transport]] = collections.defaultdict(
+            collections.deque
         )
 
     def durable(self, transport: asyncio.Transport, record: bytes, answer: bytes = b"ok\n") -> None:

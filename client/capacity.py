@@ -123,9 +123,7 @@ def choose(
     """The eligible node (not in `exclude`, uuids) with room and the most free memory,
     then the first by name; None if no node has room."""
     skip = set(exclude)
-    fitting = [
-        r for r in candidates if r.eligible and r.uuid not in skip and r.fits(memory, vcpus)
-    ]
+    fitting = [r for r in candidates if r.eligible and r.uuid not in skip and r.fits(memory, vcpus)]
     return min(fitting, key=lambda r: (-r.mfree, r.name), default=None)
 
 

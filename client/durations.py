@@ -27,9 +27,7 @@ def parse_duration(text: str) -> float:
         pass
     else:
         if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
-            raise ValueError(
-                f"not a duration: {text!r} (0 to {MAX_SECONDS} seconds; {_EXAMPLES})"
-            )
+            raise ValueError(f"not a duration: {text!r} (0 to {MAX_SECONDS} seconds; {_EXAMPLES})")
         return seconds
     order = [unit for unit, _ in UNITS]
     total = 0

@@ -38,9 +38,7 @@ OnChange = Callable[[str | None, int], None]
 class LeaderFollower(Background):
     """Follows `<prefix>/leader` and reports each change of (master, term)."""
 
-    def __init__(
-        self, client: EtcdClient, *, prefix: str, ttl: float, on_change: OnChange
-    ) -> None:
+    def __init__(self, client: EtcdClient, *, prefix: str, ttl: float, on_change: OnChange) -> None:
         super().__init__("luxid-leader-follower")
         self.client = client
         self.key = f"{prefix.rstrip('/')}/leader".encode()

@@ -90,6 +90,7 @@ async def stop_job_processes(keys: list[ProcessKey], kill_after: float = KILL_AF
         await asyncio.sleep(0.1)
         alive = [key for key in alive if is_alive(key)]
     for key in alive:
-        log.warning("job process %d did not stop within %g s of SIGTERM: SIGKILL", key.pid, kill_after)
+        log.warning(
+            "job process %d did not stop within %g s of SIGTERM: SIGKILL", key.pid, kill_after
+        )
         signal_process(key, signal.SIGKILL)
-

@@ -18,7 +18,14 @@ KEEP_DRAINED = Param(
 )
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/version", cluster.get_version, "the remote API version (2)", public=True, response=INT),
+    Route(
+        "GET",
+        "/version",
+        cluster.get_version,
+        "the remote API version (2)",
+        public=True,
+        response=INT,
+    ),
     Route("GET", "/2/features", cluster.get_features, "optional features", response=STR_LIST),
     Route("GET", "/2/info", cluster.get_info, "cluster information", response=ref("Info")),
     Route(

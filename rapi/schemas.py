@@ -61,8 +61,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "ISpec": obj(dict.fromkeys(ISPEC_KEYS, INT), list(ISPEC_KEYS)),
     "IPolicy": obj(
         {
-            "minmax": {"type": "array", "items": obj(
-                {"min": ref("ISpec"), "max": ref("ISpec")}, ["min", "max"])},
+            "minmax": {
+                "type": "array",
+                "items": obj({"min": ref("ISpec"), "max": ref("ISpec")}, ["min", "max"]),
+            },
             "std": ref("ISpec"),
             "disk-templates": STR_LIST,
             "vcpu-ratio": NUM,
@@ -99,8 +101,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "pinst_list": STR_LIST,
             "tags": STR_LIST,
         },
-        ["name", "uuid", "role", "offline", "drained", "vm_capable", "ndparams", "group.uuid",
-         *NODE_SIZES, "tags"],
+        [
+            "name",
+            "uuid",
+            "role",
+            "offline",
+            "drained",
+            "vm_capable",
+            "ndparams",
+            "group.uuid",
+            *NODE_SIZES,
+            "tags",
+        ],
     ),
     "Instance": obj(
         {
@@ -122,8 +134,20 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "nic.macs": {"type": "array"},
             "tags": STR_LIST,
         },
-        ["name", "uuid", "pnode", "snodes", "status", "disk_template", "disk_usage",
-         "disk.sizes", "disk.spindles", "beparams", "oper_ram", "tags"],
+        [
+            "name",
+            "uuid",
+            "pnode",
+            "snodes",
+            "status",
+            "disk_template",
+            "disk_usage",
+            "disk.sizes",
+            "disk.spindles",
+            "beparams",
+            "oper_ram",
+            "tags",
+        ],
     ),
     "Job": obj(
         {
@@ -220,7 +244,7 @@ SCHEMAS.update(
             "additionalProperties": False,
             "properties": {
                 "deadline": {
-                    "description": "seconds from now (0: now), a duration such as \"1h30m\", "
+                    "description": 'seconds from now (0: now), a duration such as "1h30m", '
                     "or null for no deadline; default 3600",
                     "oneOf": [{"type": "number", "minimum": 0}, STR, {"type": "null"}],
                 },

@@ -201,9 +201,7 @@ class DaemonProcess:
 
 
 @pytest.fixture
-def daemon_factory(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[type[DaemonProcess]]:
+def daemon_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[type[DaemonProcess]]:
     """Make DaemonProcess objects under tmp_path; all are stopped at the end. Under
     --store etcd a wconfd or luxid (unless given its own --store) goes on etcd, with the
     placement of its run/state directories (so a restart finds its state again)."""
@@ -261,7 +259,6 @@ def wconfd(request: pytest.FixtureRequest, daemon_factory: type[DaemonProcess]) 
         url = request.getfixturevalue("etcd_store_url")
         extra = ("--store", url, "--node", "node1")
     return daemon_factory("wconfd", "--log-level", "DEBUG", *extra).start()
-
 
 
 @pytest.fixture

@@ -90,7 +90,9 @@ class WConfd:
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         if state_dir is not None:
             local = open_local_store(state_dir)
-            local.stats.on_write = self.metrics.histogram("lockwarden_journal_flush_seconds").observe
+            local.stats.on_write = self.metrics.histogram(
+                "lockwarden_journal_flush_seconds"
+            ).observe
             store: DurableStore[Snapshot, Record] = local
             persistence = Persistence(store, _load(store, state_dir))
             for record in self._restore_plan(persistence.state, lambda owner: False):

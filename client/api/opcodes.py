@@ -50,7 +50,9 @@ def check_opcode_common(op: Any, index: int = 0) -> None:
     try:
         common = msgspec.convert(op, OpcodeCommon, strict=True)
         if any(job_id == 0 for job_id, _ in common.depends or ()):
-            raise msgspec.ValidationError("job id 0 is no job (ids are > 0, or < 0 relative) - at `$.depends`")
+            raise msgspec.ValidationError(
+                "job id 0 is no job (ids are > 0, or < 0 relative) - at `$.depends`"
+            )
     except msgspec.ValidationError as exc:
         text, _, where = str(exc).partition(" - at `$.")
         param = re.split(r"[.\[`]", where, maxsplit=1)[0] or "?"

@@ -49,8 +49,16 @@ NODE_FIELDS = Fields(
         "tags",
     ],
     default=(
-        "name", "group", "primary_ip", "offline", "drained", "master_candidate",
-        "mtotal", "mfree", "ctotal", "pinst_cnt",
+        "name",
+        "group",
+        "primary_ip",
+        "offline",
+        "drained",
+        "master_candidate",
+        "mtotal",
+        "mfree",
+        "ctotal",
+        "pinst_cnt",
     ),
 )
 INSTANCE_FIELDS = Fields(

@@ -291,7 +291,10 @@ def _instance_commands(b: _Builder, sub: Any) -> None:
         help="a disk of SIZE (MiB, or 10G); repeat for more disks",
     )
     add.add_argument(
-        "-n", "--node", metavar="NODE", help="primary node (default: the one with the most free memory)"
+        "-n",
+        "--node",
+        metavar="NODE",
+        help="primary node (default: the one with the most free memory)",
     )
     add.add_argument("--nics", type=non_negative_int, default=1, metavar="N", help="NICs")
     b.leaf(

@@ -125,4 +125,3 @@ def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, P
             child = Child(f"{daemon}@{node}", [*daemon_argv(daemon), *common], str(sock))
             groups.append([(child, _socket_answers(sock))])
     return groups
-

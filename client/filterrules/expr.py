@@ -102,7 +102,6 @@ class Contains:
 Expr: TypeAlias = Empty | And | Or | Not | Truth | Compare | Regex | Contains
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Parsing
 

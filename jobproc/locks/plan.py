@@ -114,9 +114,7 @@ class LockPlan:
         if self.bgl not in (SHARED, EXCLUSIVE):
             raise ValueError(f"bad BGL mode {self.bgl!r}")
         for spec in self.phases:
-            if isinstance(spec, LockPhase) and (
-                BGL in spec.locks() or BGL in spec.release
-            ):
+            if isinstance(spec, LockPhase) and (BGL in spec.locks() or BGL in spec.release):
                 raise ValueError("name the BGL through LockPlan.bgl, not in a phase")
 
     @classmethod

@@ -172,7 +172,9 @@ class OpcodeRegistry:
                     self._plugin_errors[label] = f"{cls.OP_ID} is already registered"
                     log.error(
                         "skipping opcode plugin %s: %s is already registered by %r",
-                        label, cls.OP_ID, existing,
+                        label,
+                        cls.OP_ID,
+                        existing,
                     )
                     continue
                 self._classes[cls.OP_ID] = cls

@@ -392,4 +392,3 @@ class FilterChain:
 
     def __repr__(self) -> str:
         return f"FilterChain({len(self.rules)} rules, {len(self._active)} active)"
-

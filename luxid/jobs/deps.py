@@ -69,6 +69,7 @@ def check_dependencies(job: Job, status_of: StatusOf) -> DepCheck:
 
 # --------------------------------------------------------------- reason rate limits
 
+
 def reason_buckets(job: Job) -> frozenset[str]:
     """The rate-limit buckets of a job: from any reason text of any of its opcodes."""
     keys: set[str] = set()

@@ -196,7 +196,9 @@ class EtcdJobStore:
         try:
             store._io.run(store._load())
             if store._last_id < known_last_id:
-                raise lost_data(url.prefix, f"job ids up to {store._last_id}", f"job {known_last_id}")
+                raise lost_data(
+                    url.prefix, f"job ids up to {store._last_id}", f"job {known_last_id}"
+                )
         except BaseException:
             store.close()
             raise

@@ -141,6 +141,8 @@ def archive_change(keys: JobKeys, job: Job) -> Change:
             op_delete(keys.live(job.id)),
             op_delete(keys.logs(job.id), prefix=True),
             op_delete(keys.gates(job.id), prefix=True),
-            op_put(keys.archive(job.id), encode_job(replace(job, archived=True, pending_reason=None))),
+            op_put(
+                keys.archive(job.id), encode_job(replace(job, archived=True, pending_reason=None))
+            ),
         )
     )

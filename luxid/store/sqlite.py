@@ -119,9 +119,7 @@ class SqliteTransaction:
             self._log_saved[job.id] = job.log_serial
         if not rows:
             return
-        self._conn.execute(
-            "UPDATE meta SET value = ? WHERE key = 'last_job_id'", (self._last_id,)
-        )
+        self._conn.execute("UPDATE meta SET value = ? WHERE key = 'last_job_id'", (self._last_id,))
         try:
             self._conn.executemany(
                 "INSERT INTO jobs(status, archived, age_ts, data, id) VALUES (?, ?, ?, ?, ?)",

@@ -173,7 +173,9 @@ class Stack:
         return out
 
     def job_pending(self) -> list[str]:
-        return [p.client_id for p in self.wc.list_all_locks().pending if p.client_id.startswith("job-")]
+        return [
+            p.client_id for p in self.wc.list_all_locks().pending if p.client_id.startswith("job-")
+        ]
 
 
 def process_alive(pid: int) -> bool:
@@ -197,4 +199,3 @@ def raises(exc_type: type[errors.RpcError], call: Callable[..., Any], **kwargs: 
         assert exc.data["type"] == exc_type.__name__
         return exc
     raise AssertionError(f"{call} did not raise {exc_type.__name__}")
-

@@ -70,9 +70,7 @@ def test_moves_off_one_node_run_side_by_side(stack: Stack) -> None:
     the source is not held exclusively (it was, and moves off one node ran one by one)."""
     ok(stack, add_node("src"), *(add_node(f"t{i}") for i in range(4)))
     ok(stack, *(create(f"vm{i}", 256, "src") for i in range(4)))
-    ids = [
-        stack.submit(move("OP_INSTANCE_MIGRATE", f"vm{i}", f"t{i}", 1.0)) for i in range(4)
-    ]
+    ids = [stack.submit(move("OP_INSTANCE_MIGRATE", f"vm{i}", f"t{i}", 1.0)) for i in range(4)]
     jobs = finish(stack, ids)
     assert [j["status"] for j in jobs] == ["success"] * 4, jobs
     assert max_overlap([(j["exec"], j["end"]) for j in jobs]) >= 2, jobs

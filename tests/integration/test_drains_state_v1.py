@@ -60,9 +60,7 @@ def test_old_drain_records_load_as_the_one_type(tmp_path: Path) -> None:
 
 
 @pytest.mark.local_store("starts the daemons on a state directory's journal and SQLite files")
-def test_daemons_on_old_state_resume_the_blocked_drain(
-    tmp_path: Path, daemon_factory: Any
-) -> None:
+def test_daemons_on_old_state_resume_the_blocked_drain(tmp_path: Path, daemon_factory: Any) -> None:
     _copy(tmp_path)
     stack = Stack(daemon_factory)
     try:

@@ -56,9 +56,10 @@ def test_lw_up_ha_starts_etcd_and_nodes_that_follow_the_master(tmp_path: Path) -
                 master = wc.get_role().master
             time.sleep(0.05)
         other = "node2" if master == "node1" else "node1"
-        with LuxiClient(run / master / "luxid.sock") as serving, LuxiClient(
-            run / other / "luxid.sock"
-        ) as standby:
+        with (
+            LuxiClient(run / master / "luxid.sock") as serving,
+            LuxiClient(run / other / "luxid.sock") as standby,
+        ):
             deadline = time.monotonic() + 10
             while True:
                 try:

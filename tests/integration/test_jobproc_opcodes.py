@@ -109,7 +109,10 @@ def test_instance_opcodes(stack):
     )  # fmt: skip
     assert stack.wait_final(job_id) == "success"
     log = [e[3] for e in stack.field(job_id, "oplog")[0]]
-    assert log == ["Replacing disks of instance 'i1' on node 'n3'", "Disks of instance 'i1' replaced"]
+    assert log == [
+        "Replacing disks of instance 'i1' on node 'n3'",
+        "Disks of instance 'i1' replaced",
+    ]
     run(stack, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "i1"})
     assert [i["name"] for i in stack.wc.list_objects("instance")] == ["i2"]
 

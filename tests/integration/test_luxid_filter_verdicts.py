@@ -52,9 +52,7 @@ def verdict_of_next_submit(stack: Stack) -> Any:
 
 
 def run_rounds(stack: Stack, add: Any, remove: Any) -> list[str]:
-    pause = stack.lc.replace_filter(
-        uuid=None, priority=9, predicates=[], action="PAUSE", reason=[]
-    )
+    pause = stack.lc.replace_filter(uuid=None, priority=9, predicates=[], action="PAUSE", reason=[])
     wrong = []
     for i in range(ROUNDS):
         uuid = str(uuidlib.uuid4())

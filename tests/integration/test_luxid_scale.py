@@ -36,9 +36,10 @@ def test_100k_jobs_submitted_and_archived(daemon_factory):
             assert luxid.num_fds() <= fds_before + 8
     assert last == JOBS
     assert stack.lc.query_jobs(ids=None, fields=["id"]) == []
-    assert stack.lc.query_jobs(ids=[1, JOBS], fields=["archived", "status", "opresult"]) == [
-        [True, "canceled", [f"rejected by filter {uuid}"]]
-    ] * 2
+    assert (
+        stack.lc.query_jobs(ids=[1, JOBS], fields=["archived", "status", "opresult"])
+        == [[True, "canceled", [f"rejected by filter {uuid}"]]] * 2
+    )
     assert luxid.memory_info().rss < 200 * 2**20
     stack.restart_luxid()
     stack.lc.delete_filter(uuid=uuid)

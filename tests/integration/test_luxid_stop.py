@@ -23,7 +23,10 @@ from client import LuxiClient, errors
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import FINAL, delay
 
-pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]  # 79-158 s measured on a shared, loaded machine, mostly daemon start-up
+pytestmark = [
+    pytest.mark.timeout(420),
+    pytest.mark.slow,
+]  # 79-158 s measured on a shared, loaded machine, mostly daemon start-up
 
 TRIALS = 50
 STOP_LIMIT = 5.0

@@ -80,7 +80,10 @@ def test_creation_fails_without_room_and_succeeds_once_a_node_is_added(stack: St
     assert ok(stack, create("web3", 8192, 2))[0]["primary_node"] == "node4"
     rows = {r["name"]: r for r in json.loads(lw(stack, "node", "list", "--json"))}
     assert (rows["node4"]["mtotal"], rows["node4"]["mfree"], rows["node4"]["ctotal"]) == (
-        16384, 8192, 4)
+        16384,
+        8192,
+        4,
+    )
     assert rows["node2"]["mfree"] == 5120 and rows["node2"]["pinst_cnt"] == 1
     header = lw(stack, "node", "list").splitlines()[0].split()
     assert {"MTOTAL", "MFREE", "CTOTAL", "PINST_CNT"} <= set(header)
@@ -116,6 +119,7 @@ def test_moves_to_a_full_node_fail_and_change_nothing(stack: Stack) -> None:
 def test_get_node_rooms_sums_each_nodes_running_primaries(stack: Stack) -> None:
     """wconfd's get_node_rooms (what opcodes check room with) agrees with the §7.1 rule
     applied to every instance, as nodes fill, instances stop, move and go."""
+
     def agrees() -> list[dict[str, Any]]:
         every = sorted(config_rooms(stack.wc.get_config()).values(), key=lambda r: r.name)
         got = [msgspec.structs.asdict(r) for r in stack.wc.get_node_rooms()]
@@ -214,8 +218,15 @@ def test_hbal_and_hspace_plan_the_cluster_over_https(
 ) -> None:
     hbal, hspace = htool("hbal"), htool("hspace")
     cert, key = self_signed(tmp_path)
-    rapi = Rapi(daemon_factory, "--ssl-cert", str(cert), "--ssl-key", str(key),
-                "--allow-anonymous-read", tls=ssl.create_default_context(cafile=str(cert)))
+    rapi = Rapi(
+        daemon_factory,
+        "--ssl-cert",
+        str(cert),
+        "--ssl-key",
+        str(key),
+        "--allow-anonymous-read",
+        tls=ssl.create_default_context(cafile=str(cert)),
+    )
     url = f"https://127.0.0.1:{rapi.port}"
     ok(stack, *(add_node(f"node{i}", 16384, 64) for i in (1, 2, 3)))
     ok(stack, *(create(f"vm{i}", 2048, pnode="node1") for i in range(6)))

@@ -46,7 +46,9 @@ def test_a_drain_body_gives_valid_arguments_or_a_400(body: Any) -> None:
     assert isinstance(body, dict | None)
     assert set(params) == set(body or {})
     deadline = params.get("deadline")
-    assert deadline is None or (isinstance(deadline, float) and math.isfinite(deadline) and deadline >= 0)
+    assert deadline is None or (
+        isinstance(deadline, float) and math.isfinite(deadline) and deadline >= 0
+    )
     assert 1 <= params.get("max_parallel", 1) < 2**63
     assert params.get("priority", 0) in PRIORITIES
     assert isinstance(params.get("message", ""), str)

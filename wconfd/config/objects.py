@@ -40,9 +40,7 @@ from client.errors import InvalidParams
 
 from .numbers import unstorable_number
 
-Kind: TypeAlias = Literal[
-    "cluster", "nodegroup", "node", "instance", "network", "filter", "drain"
-]
+Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain"]
 KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 # The kinds stored as maps keyed by uuid, with the document field holding each map.
 MAP_KINDS: Final[tuple[Kind, ...]] = (

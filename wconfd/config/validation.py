@@ -116,7 +116,10 @@ def _check_times(kind: str, obj: ConfigObject) -> None:
 
 def _check_ipolicy(obj: Cluster, policy: IPolicy) -> None:
     """Positive finite ratios, a non-empty template list, and min <= std <= max."""
-    for field, ratio in (("vcpu-ratio", policy.vcpu_ratio), ("spindle-ratio", policy.spindle_ratio)):
+    for field, ratio in (
+        ("vcpu-ratio", policy.vcpu_ratio),
+        ("spindle-ratio", policy.spindle_ratio),
+    ):
         if not (math.isfinite(ratio) and ratio > 0):
             raise fail("cluster", obj, f"ipolicy.{field}", "must be a positive number")
     if not policy.disk_templates:

@@ -132,7 +132,9 @@ class EtcdStore:
         if config is None:
             fresh = DurableState.fresh(time.time() if now is None else now).config.get_config()
             # Only where no config exists, should the read above have missed one.
-            await self.writer.commit(document_ops(self.keys, fresh), [cmp_create(self.keys.meta, 0)])
+            await self.writer.commit(
+                document_ops(self.keys, fresh), [cmp_create(self.keys.meta, 0)]
+            )
             config = fresh
             log.info("etcd prefix %s was empty: wrote a fresh configuration", self.keys.root)
         snapshot = Snapshot(config=config, reservations=decoded.reservations, locks=decoded.locks)

@@ -334,7 +334,6 @@ class EtcdClient:
             f"etcd watch on {k!r} could not start ({'; '.join(problems)}); check the etcd members"
         )
 
-
     async def watch_for(
         self, key: Key, start_revision: int, seconds: float, on_event: Callable[[wire.Event], bool]
     ) -> None:
@@ -350,6 +349,7 @@ class EtcdClient:
                         for event in answer.events:
                             if on_event(event):
                                 return
+
 
 async def _watch_stream(
     response: aiohttp.ClientResponse, endpoint: str

@@ -69,21 +69,21 @@ def check_eligible(node: ConfigObject, purpose: str) -> None:
         )
 
 
-def place(config: ConfigReader, instance: str, memory: int, vcpus: int,
-          exclude: Iterable[str] = ()) -> Room:
+def place(
+    config: ConfigReader, instance: str, memory: int, vcpus: int, exclude: Iterable[str] = ()
+) -> Room:
     """The node placement chooses for an instance of this size (SPEC §7.1); OpPrereqError
     saying what is short and where the most room is if no node has room."""
     current = config.node_rooms().values()
     room = choose(current, memory, vcpus, exclude)
     if room is None:
-        raise OpPrereqError(
-            no_room_message(instance, memory, vcpus, current, exclude), ECODE_NORES
-        )
+        raise OpPrereqError(no_room_message(instance, memory, vcpus, current, exclude), ECODE_NORES)
     return room
 
 
-def check_room(config: ConfigReader, node: ConfigObject, instance: str, memory: int,
-               vcpus: int) -> None:
+def check_room(
+    config: ConfigReader, node: ConfigObject, instance: str, memory: int, vcpus: int
+) -> None:
     """OpPrereqError unless the node has room for an instance of this size to run on it."""
     uuid = str(node["uuid"])
     room = config.node_rooms([uuid])[uuid]

@@ -130,8 +130,11 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
         groups = {g["uuid"]: g for g in ctx.list_objects("nodegroup")}
         nodes = {n["uuid"]: n for n in ctx.list_objects("node")}
         instances = ctx.list_objects("instance")
-        for kind, objs in (("node group", groups.values()), ("node", nodes.values()),
-                           ("instance", instances)):
+        for kind, objs in (
+            ("node group", groups.values()),
+            ("node", nodes.values()),
+            ("instance", instances),
+        ):
             for name, n in Counter(o["name"] for o in objs).items():
                 if n > 1:
                     problems.append(f"{kind} name {name!r} is used {n} times")

@@ -78,8 +78,11 @@ class InstanceCreate(OpCode[InstanceCreateParams]):
         if params.pnode is not None:
             self.pnode = node_lock_name(config, params.pnode)
             return LockPlan.single(
-                [inst, (lock("node", self.pnode), EXCLUSIVE),
-                 (lock("node-res", self.pnode), EXCLUSIVE)]
+                [
+                    inst,
+                    (lock("node", self.pnode), EXCLUSIVE),
+                    (lock("node-res", self.pnode), EXCLUSIVE),
+                ]
             )
         self.pnode = None
         return LockPlan(phases=(LockPhase.of([inst, (lockset("node"), SHARED)]), self._choose))
@@ -110,8 +113,7 @@ class InstanceCreate(OpCode[InstanceCreateParams]):
             "secondary_nodes": [],
             "memory": p.memory,
             "vcpus": p.vcpus,
-            "disks": [{"uuid": str(uuid.uuid4()), "size": d.size, "mode": d.mode}
-                      for d in p.disks],
+            "disks": [{"uuid": str(uuid.uuid4()), "size": d.size, "mode": d.mode} for d in p.disks],
             "nics": [{"mac": mac, "ip": None, "network": None} for mac in macs],
             "admin_state": "up",
         }
@@ -122,8 +124,12 @@ class InstanceCreate(OpCode[InstanceCreateParams]):
                 f"cannot create instance {p.instance_name!r}: {exc.message}", ECODE_EXISTS
             ) from None
         ctx.log(f"Instance {p.instance_name!r} created on node {pnode['name']!r}")
-        return {"name": p.instance_name, "uuid": added["uuid"],
-                "primary_node": pnode["name"], "macs": macs}
+        return {
+            "name": p.instance_name,
+            "uuid": added["uuid"],
+            "primary_node": pnode["name"],
+            "macs": macs,
+        }
 
 
 class InstanceRemoveParams(OpParams):
@@ -186,9 +192,7 @@ class InstanceReplaceDisks(OpCode[InstanceReplaceDisksParams]):
         elif p.mode == "replace_on_secondary":
             targets = nodes[1:]
             if not targets:
-                raise OpExecError(
-                    f"instance {inst['name']!r} has no secondary node", ECODE_INVAL
-                )
+                raise OpExecError(f"instance {inst['name']!r} has no secondary node", ECODE_INVAL)
         else:
             targets = nodes
         target_nodes = [get_or_fail(ctx, "node", n) for n in targets]

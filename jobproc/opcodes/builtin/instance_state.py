@@ -61,9 +61,7 @@ class _InstanceStateChange(OpCode[InstanceStateParams]):
             ctx.log(f"Instance {name!r} is already {self.DONE}")
             return
         if inst.get("admin_state") == "offline":
-            raise OpPrereqError(
-                f"instance {name!r} is offline; cannot {self.VERB} it", ECODE_STATE
-            )
+            raise OpPrereqError(f"instance {name!r} is offline; cannot {self.VERB} it", ECODE_STATE)
         self.check(ctx, inst)
         ctx.update_object("instance", {**inst, "admin_state": self.STATE})
         ctx.log(f"Instance {name!r} {self.PAST} on node "

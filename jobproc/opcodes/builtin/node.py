@@ -210,7 +210,6 @@ class NodeSetParams(OpCode[NodeSetParamsParams]):
                 ctx.log(f"Node {node['name']!r}: {key} set to {value}")
         return diff
 
-
     @staticmethod
     def _check_capacity(ctx: OpContext, node: ConfigObject, new: dict[str, Any]) -> None:
         """OpPrereqError if the new capacity is below what the running instances use."""
@@ -264,13 +263,15 @@ class NodeEvacuate(OpCode[NodeEvacuateParams]):
             return []
         reason = [list(entry) for entry in self.params.reason or ()]
         jobs = [
-            [{
-                "OP_ID": "OP_INSTANCE_MIGRATE",
-                "instance_name": name,
-                "priority": ctx.priority,
-                "reason": reason,
-                "comment": f"Submitted by {self.OP_ID} (job {ctx.job_id})",
-            }]
+            [
+                {
+                    "OP_ID": "OP_INSTANCE_MIGRATE",
+                    "instance_name": name,
+                    "priority": ctx.priority,
+                    "reason": reason,
+                    "comment": f"Submitted by {self.OP_ID} (job {ctx.job_id})",
+                }
+            ]
             for name in names
         ]
         ids = ctx.submit_jobs(jobs)

@@ -341,7 +341,11 @@ def scene(specs: list[Any]) -> Scene:
 def test_selection_properties(specs: list[Any], max_running: int) -> None:
     sc = scene(specs)
     verdicts, buckets, queued, running_jobs, dep_status = (
-        sc.verdicts, sc.buckets, sc.queued, sc.running, sc.dep_status
+        sc.verdicts,
+        sc.buckets,
+        sc.queued,
+        sc.running,
+        sc.dep_status,
     )
 
     def status_of(jid: int) -> str | None:

@@ -87,5 +87,7 @@ def test_take_over_returns_exactly_the_changed_jobs(jobs: list[Job]) -> None:
             for i, j in enumerate(jobs)]  # fmt: skip
     gates = {(j.id, i) for j in jobs for i, op in enumerate(j.ops) if op.exec_ts is not None}
     changed = take_over(jobs, gates, NOW)
-    expected = [take_over_job(j, frozenset(i for jid, i in gates if jid == j.id), NOW) for j in jobs]
+    expected = [
+        take_over_job(j, frozenset(i for jid, i in gates if jid == j.id), NOW) for j in jobs
+    ]
     assert changed == [new for old, new in zip(jobs, expected, strict=True) if new is not old]

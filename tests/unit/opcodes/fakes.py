@@ -28,11 +28,20 @@ from client.errors import (
 from jobproc.opcodes import BGL, Canceled, LockPhase, LockPlan, OpCode, lock_sort_key
 from jobproc.opcodes.registry import REGISTRY
 
-KIND_LEVEL = {"node": "node", "instance": "instance", "nodegroup": "nodegroup",
-              "network": "network"}
+KIND_LEVEL = {
+    "node": "node",
+    "instance": "instance",
+    "nodegroup": "nodegroup",
+    "network": "network",
+}
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "node": {"primary_ip": None, "offline": False, "drained": False,
-             "master_candidate": False, "vm_capable": True},
+    "node": {
+        "primary_ip": None,
+        "offline": False,
+        "drained": False,
+        "master_candidate": False,
+        "vm_capable": True,
+    },
     "instance": {"secondary_nodes": [], "disks": [], "nics": [], "admin_state": "up"},
     "nodegroup": {},
     "network": {"gateway": None},
@@ -68,8 +77,7 @@ class FakeLocks:
                 raise LockOrderError(f"requesting {name} while holding {highest}")
         for name, mode in request:
             level_set = name.split("/")[0] + "/[lockset]"
-            if (mode == "exclusive" and name != level_set
-                    and self.held.get(level_set) == "shared"):
+            if mode == "exclusive" and name != level_set and self.held.get(level_set) == "shared":
                 raise LockOrderError(f"{name} exclusive while holding {level_set} shared")
         for name, mode in request:
             if mode == "release":
@@ -91,9 +99,15 @@ class FakeConfig:
         self.enforce = enforce
         self._uuids = (f"uuid-{i}" for i in itertools.count(1))
         self.cluster: dict[str, Any] = {
-            "uuid": "cluster-uuid", "name": "lockwarden", "serial_no": 1, "ctime": 0.0,
-            "mtime": 0.0, "max_running_jobs": 20, "mac_prefix": "aa:00:00",
-            "lock_enforcement": "enforce", "tags": [],
+            "uuid": "cluster-uuid",
+            "name": "lockwarden",
+            "serial_no": 1,
+            "ctime": 0.0,
+            "mtime": 0.0,
+            "max_running_jobs": 20,
+            "mac_prefix": "aa:00:00",
+            "lock_enforcement": "enforce",
+            "tags": [],
         }
         self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KIND_LEVEL}
         self.reservations: dict[tuple[str, str], str] = {}  # (ns, value) -> owner
@@ -105,8 +119,15 @@ class FakeConfig:
 
     def seed(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Add an object directly, bypassing locks (test setup)."""
-        obj = {"uuid": next(self._uuids), "serial_no": 1, "ctime": 0.0, "mtime": 0.0,
-               "tags": [], **copy.deepcopy(DEFAULTS[kind]), **fields}
+        obj = {
+            "uuid": next(self._uuids),
+            "serial_no": 1,
+            "ctime": 0.0,
+            "mtime": 0.0,
+            "tags": [],
+            **copy.deepcopy(DEFAULTS[kind]),
+            **fields,
+        }
         if kind == "node" and "group" not in fields:
             obj["group"] = self._find("nodegroup", "default")["uuid"]
         self.objects[kind][obj["uuid"]] = obj
@@ -116,14 +137,24 @@ class FakeConfig:
         """Seed a node."""
         return self.seed("node", name=name, **fields)
 
-    def instance(self, name: str, pnode: str, memory: int = 512,
-                 secondaries: tuple[str, ...] = (), vcpus: int = 1,
-                 **fields: Any) -> dict[str, Any]:
+    def instance(
+        self,
+        name: str,
+        pnode: str,
+        memory: int = 512,
+        secondaries: tuple[str, ...] = (),
+        vcpus: int = 1,
+        **fields: Any,
+    ) -> dict[str, Any]:
         """Seed an instance on node `pnode` (by name)."""
         return self.seed(
-            "instance", name=name, primary_node=self._find("node", pnode)["uuid"],
+            "instance",
+            name=name,
+            primary_node=self._find("node", pnode)["uuid"],
             secondary_nodes=[self._find("node", s)["uuid"] for s in secondaries],
-            memory=memory, vcpus=vcpus, **fields,
+            memory=memory,
+            vcpus=vcpus,
+            **fields,
         )
 
     # -- ConfigReader -------------------------------------------------------------------
@@ -149,8 +180,11 @@ class FakeConfig:
 
     def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
         """As wconfd's get_node_rooms: the §7.1 sums over every instance, the shared rule."""
-        every = rooms(self.objects["node"].values(), self.objects["instance"].values(),
-                      vcpu_ratio(self.cluster))
+        every = rooms(
+            self.objects["node"].values(),
+            self.objects["instance"].values(),
+            vcpu_ratio(self.cluster),
+        )
         if nodes is None:
             return every
         uuids = [self._find("node", n)["uuid"] for n in nodes]
@@ -221,7 +255,9 @@ class FakeConfig:
         used = {n["mac"] for i in self.objects["instance"].values() for n in i["nics"]}
         while True:
             n = next(self._mac)
-            mac = f"{self.cluster['mac_prefix']}:{n >> 16 & 255:02x}:{n >> 8 & 255:02x}:{n & 255:02x}"
+            mac = (
+                f"{self.cluster['mac_prefix']}:{n >> 16 & 255:02x}:{n >> 8 & 255:02x}:{n & 255:02x}"
+            )
             if mac not in used and ("mac", mac) not in self.reservations:
                 self.reserve("mac", mac)
                 return mac
@@ -230,8 +266,14 @@ class FakeConfig:
 class FakeContext(FakeConfig):
     """An `OpContext`: FakeConfig plus log, a recorded sleep with cancel, job submission."""
 
-    def __init__(self, *, job_id: int = 42, priority: int = 0,
-                 cancel_at_sleep: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        job_id: int = 42,
+        priority: int = 0,
+        cancel_at_sleep: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._job_id = job_id
         self._priority = priority

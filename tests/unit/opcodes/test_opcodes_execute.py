@@ -45,8 +45,15 @@ def test_delay_repeat_as_ganeti(ctx: FakeContext, repeat: int, sleeps: int) -> N
 
 def test_delay_logs_messages_then_fails(ctx: FakeContext) -> None:
     with pytest.raises(OpExecError, match=r"^Opcode failure was requested$"):
-        run({"OP_ID": "OP_TEST_DELAY", "duration": 2, "fail": True,
-             "log_messages": ["first", "second"]}, ctx)
+        run(
+            {
+                "OP_ID": "OP_TEST_DELAY",
+                "duration": 2,
+                "fail": True,
+                "log_messages": ["first", "second"],
+            },
+            ctx,
+        )
     assert ctx.logs == [("message", "first"), ("message", "second")]
     assert ctx.sleeps == [2]  # the delay happens before the failure
 
@@ -96,13 +103,23 @@ def test_cluster_rename(ctx: FakeContext) -> None:
 
 
 def test_cluster_set_params(ctx: FakeContext) -> None:
-    result = run({"OP_ID": "OP_CLUSTER_SET_PARAMS", "max_running_jobs": 5,
-                  "mac_prefix": "AB:CD:EF", "lock_enforcement": "enforce",
-                  "tags": ["a", "b", "a"]}, ctx)
+    result = run(
+        {
+            "OP_ID": "OP_CLUSTER_SET_PARAMS",
+            "max_running_jobs": 5,
+            "mac_prefix": "AB:CD:EF",
+            "lock_enforcement": "enforce",
+            "tags": ["a", "b", "a"],
+        },
+        ctx,
+    )
     assert result == [["max_running_jobs", 5], ["mac_prefix", "ab:cd:ef"], ["tags", ["a", "b"]]]
     cluster = ctx.get_object("cluster", "")
     assert (cluster["max_running_jobs"], cluster["mac_prefix"], cluster["tags"]) == (
-        5, "ab:cd:ef", ["a", "b"])
+        5,
+        "ab:cd:ef",
+        ["a", "b"],
+    )
     writes = len(ctx.writes)
     assert run({"OP_ID": "OP_CLUSTER_SET_PARAMS", "max_running_jobs": 5}, ctx) == []
     assert run({"OP_ID": "OP_CLUSTER_SET_PARAMS"}, ctx) == []
@@ -139,16 +156,26 @@ def test_node_add(ctx: FakeContext) -> None:
     assert ("primary_ip", "2001:db8::9") in ctx.reservations
 
 
-@pytest.mark.parametrize(("params", "message", "ecode"), [
-    ({"node_name": "n1"}, "node 'n1' already exists", ECODE_EXISTS),
-    ({"node_name": "n9", "group": "other"}, "nodegroup 'other' not found", ECODE_NOENT),
-    ({"node_name": "n9", "primary_ip": "192.0.2.1"},
-     "primary IP 192.0.2.1 is already used by node 'n1'", ECODE_EXISTS),
-    ({"node_name": "n9", "primary_ip": "192.0.2.77"},
-     "primary IP 192.0.2.77 is reserved by another job", ECODE_EXISTS),
-])
-def test_node_add_errors(ctx: FakeContext, params: dict[str, Any], message: str,
-                         ecode: str) -> None:
+@pytest.mark.parametrize(
+    ("params", "message", "ecode"),
+    [
+        ({"node_name": "n1"}, "node 'n1' already exists", ECODE_EXISTS),
+        ({"node_name": "n9", "group": "other"}, "nodegroup 'other' not found", ECODE_NOENT),
+        (
+            {"node_name": "n9", "primary_ip": "192.0.2.1"},
+            "primary IP 192.0.2.1 is already used by node 'n1'",
+            ECODE_EXISTS,
+        ),
+        (
+            {"node_name": "n9", "primary_ip": "192.0.2.77"},
+            "primary IP 192.0.2.77 is reserved by another job",
+            ECODE_EXISTS,
+        ),
+    ],
+)
+def test_node_add_errors(
+    ctx: FakeContext, params: dict[str, Any], message: str, ecode: str
+) -> None:
     ctx.reservations[("primary_ip", "192.0.2.77")] = "job-7"
     with pytest.raises(OpExecError) as exc:
         run({"OP_ID": "OP_NODE_ADD", **params}, ctx)
@@ -168,17 +195,29 @@ def test_node_remove(ctx: FakeContext) -> None:
         run({"OP_ID": "OP_NODE_REMOVE", "node_name": "n4"}, ctx)
 
 
-@pytest.mark.parametrize(("node", "params", "diff", "flags"), [
-    ("n2", {"drained": True}, [["drained", True]], (False, True, False)),
-    ("n1", {"offline": True}, [["offline", True]], (True, False, False)),
-    ("n3", {"master_candidate": True}, [["drained", False], ["master_candidate", True]],
-     (False, False, True)),
-    ("n4", {"offline": False}, [["offline", False]], (False, False, False)),
-    ("n3", {"drained": True}, [], (False, True, False)),
-    ("n2", {"offline": False, "drained": False}, [], (False, False, False)),
-])
-def test_node_set_params(ctx: FakeContext, node: str, params: dict[str, Any],
-                         diff: list[list[Any]], flags: tuple[bool, bool, bool]) -> None:
+@pytest.mark.parametrize(
+    ("node", "params", "diff", "flags"),
+    [
+        ("n2", {"drained": True}, [["drained", True]], (False, True, False)),
+        ("n1", {"offline": True}, [["offline", True]], (True, False, False)),
+        (
+            "n3",
+            {"master_candidate": True},
+            [["drained", False], ["master_candidate", True]],
+            (False, False, True),
+        ),
+        ("n4", {"offline": False}, [["offline", False]], (False, False, False)),
+        ("n3", {"drained": True}, [], (False, True, False)),
+        ("n2", {"offline": False, "drained": False}, [], (False, False, False)),
+    ],
+)
+def test_node_set_params(
+    ctx: FakeContext,
+    node: str,
+    params: dict[str, Any],
+    diff: list[list[Any]],
+    flags: tuple[bool, bool, bool],
+) -> None:
     if node == "n1":
         ctx.objects["node"][ctx.get_object("node", "n1")["uuid"]]["master_candidate"] = True
         diff = [["offline", True], ["master_candidate", False]]
@@ -199,8 +238,15 @@ def test_node_evacuate_submits_one_migration_per_primary_instance(ctx: FakeConte
     ids = run({"OP_ID": "OP_NODE_EVACUATE", "node_name": "n1", "reason": reason}, ctx)
     assert ids == [100, 101]
     assert ctx.submitted == [
-        [{"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": name, "priority": -3,
-          "reason": reason, "comment": "Submitted by OP_NODE_EVACUATE (job 42)"}]
+        [
+            {
+                "OP_ID": "OP_INSTANCE_MIGRATE",
+                "instance_name": name,
+                "priority": -3,
+                "reason": reason,
+                "comment": "Submitted by OP_NODE_EVACUATE (job 42)",
+            }
+        ]
         for name in ("i1", "i2")  # i3 has n1 only as secondary: it stays
     ]
     assert ctx.writes == []
@@ -220,15 +266,24 @@ def test_node_evacuate_empty_and_missing(ctx: FakeContext) -> None:
 
 # -- instances ---------------------------------------------------------------------------
 
-CREATE = {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 256, "vcpus": 2,
-          "disks": [{"size": 1024}, {"size": 8, "mode": "ro"}]}
+CREATE = {
+    "OP_ID": "OP_INSTANCE_CREATE",
+    "instance_name": "i9",
+    "memory": 256,
+    "vcpus": 2,
+    "disks": [{"size": 1024}, {"size": 8, "mode": "ro"}],
+}
 
 
 def test_instance_create_on_the_least_loaded_eligible_node(ctx: FakeContext) -> None:
     result = run(CREATE, ctx)  # n1 2048 MiB, n2 512 MiB, n3 drained, n4 offline
     inst = ctx.get_object("instance", "i9")
-    assert result == {"name": "i9", "uuid": inst["uuid"], "primary_node": "n2",
-                      "macs": [inst["nics"][0]["mac"]]}
+    assert result == {
+        "name": "i9",
+        "uuid": inst["uuid"],
+        "primary_node": "n2",
+        "macs": [inst["nics"][0]["mac"]],
+    }
     assert primary_of(ctx, "i9") == "n2"
     assert [(d["size"], d["mode"]) for d in inst["disks"]] == [(1024, "rw"), (8, "ro")]
     assert len({d["uuid"] for d in inst["disks"]}) == 2
@@ -258,12 +313,15 @@ def test_instance_create_with_pnode_and_nics(ctx: FakeContext) -> None:
     assert result["macs"] == [] and ctx.get_object("instance", "i10")["nics"] == []
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"instance_name": "i1"}, "instance 'i1' already exists"),
-    ({"pnode": "n3"}, "node 'n3' is drained; cannot create instance 'i9' on it"),
-    ({"pnode": "n4"}, "node 'n4' is offline; cannot create instance 'i9' on it"),
-    ({"pnode": "zz"}, "node 'zz' not found"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"instance_name": "i1"}, "instance 'i1' already exists"),
+        ({"pnode": "n3"}, "node 'n3' is drained; cannot create instance 'i9' on it"),
+        ({"pnode": "n4"}, "node 'n4' is offline; cannot create instance 'i9' on it"),
+        ({"pnode": "zz"}, "node 'zz' not found"),
+    ],
+)
 def test_instance_create_errors(ctx: FakeContext, params: dict[str, Any], message: str) -> None:
     with pytest.raises(OpExecError) as exc:
         run({**CREATE, **params}, ctx)
@@ -283,8 +341,7 @@ def test_instance_migrate(ctx: FakeContext) -> None:
     assert result == {"instance": "i1", "source": "n1", "target": "n2"}
     assert primary_of(ctx, "i1") == "n2"
     # To its secondary by default: the roles swap.
-    result = run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i3"},
-                 ctx)
+    result = run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i3"}, ctx)
     assert result == {"instance": "i3", "source": "n2", "target": "n1"}
     i3 = ctx.get_object("instance", "i3")
     assert primary_of(ctx, "i3") == "n1"
@@ -292,16 +349,18 @@ def test_instance_migrate(ctx: FakeContext) -> None:
     assert "Migrating instance 'i3' from 'n2' to 'n1'" in ctx.messages()
 
 
-@pytest.mark.parametrize(("target", "message"), [
-    ("n1", "instance 'i1' is already on node 'n1'"),
-    ("n3", "node 'n3' is drained; cannot migrate instance 'i1' to it"),
-    ("n4", "node 'n4' is offline; cannot migrate instance 'i1' to it"),
-    ("zz", "node 'zz' not found"),
-])
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("n1", "instance 'i1' is already on node 'n1'"),
+        ("n3", "node 'n3' is drained; cannot migrate instance 'i1' to it"),
+        ("n4", "node 'n4' is offline; cannot migrate instance 'i1' to it"),
+        ("zz", "node 'zz' not found"),
+    ],
+)
 def test_instance_migrate_errors(ctx: FakeContext, target: str, message: str) -> None:
     with pytest.raises(OpExecError) as exc:
-        run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1", "target_node": target},
-            ctx)
+        run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1", "target_node": target}, ctx)
     assert str(exc.value) == message
     assert ctx.writes == []
 
@@ -318,24 +377,40 @@ def test_instance_replace_disks(ctx: FakeContext) -> None:
     op = {"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "i3", "duration": 2}
     assert run({**op, "mode": "replace_on_secondary"}, ctx) is None
     assert ctx.sleeps == [2]
-    assert ctx.messages() == ["Replacing disks of instance 'i3' on node 'n1'",
-                              "Disks of instance 'i3' replaced"]
+    assert ctx.messages() == [
+        "Replacing disks of instance 'i3' on node 'n1'",
+        "Disks of instance 'i3' replaced",
+    ]
     ctx.logs.clear()
     run({**op, "mode": "replace_auto"}, ctx)
-    assert ctx.messages()[:2] == ["Replacing disks of instance 'i3' on node 'n2'",
-                                  "Replacing disks of instance 'i3' on node 'n1'"]
+    assert ctx.messages()[:2] == [
+        "Replacing disks of instance 'i3' on node 'n2'",
+        "Replacing disks of instance 'i3' on node 'n1'",
+    ]
     assert ctx.writes == []
     assert not REGISTRY.lookup("OP_INSTANCE_REPLACE_DISKS").INTERRUPTIBLE
 
 
 def test_instance_replace_disks_errors(ctx: FakeContext) -> None:
     with pytest.raises(OpExecError, match="instance 'i1' has no secondary node"):
-        run({"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "i1",
-             "mode": "replace_on_secondary"}, ctx)
+        run(
+            {
+                "OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+                "instance_name": "i1",
+                "mode": "replace_on_secondary",
+            },
+            ctx,
+        )
     ctx.instance("down", "n4")
     with pytest.raises(OpExecError, match="node 'n4' is offline"):
-        run({"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "down",
-             "mode": "replace_on_primary"}, ctx)
+        run(
+            {
+                "OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+                "instance_name": "down",
+                "mode": "replace_on_primary",
+            },
+            ctx,
+        )
 
 
 # -- the fake's lock enforcement is real -------------------------------------------------

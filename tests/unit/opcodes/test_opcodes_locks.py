@@ -24,60 +24,120 @@ def phases(op: dict[str, Any], ctx: FakeContext) -> list[tuple[dict[str, str], l
 # n1 (i1, i2: 2048 MiB; secondary of i3), n2 (i3: 512 MiB), n3 drained, n4 offline.
 TABLE: list[tuple[dict[str, Any], list[tuple[dict[str, str], list[str]]]]] = [
     ({"OP_ID": "OP_TEST_DELAY", "duration": 0}, [({BGL: S}, [])]),
-    ({"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_nodes": ["b", "a", "b", "ghost"]},
-     [({BGL: S, "node/a": X, "node/b": X, "node/ghost": X}, [])]),
+    (
+        {"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_nodes": ["b", "a", "b", "ghost"]},
+        [({BGL: S, "node/a": X, "node/b": X, "node/ghost": X}, [])],
+    ),
     ({"OP_ID": "OP_CLUSTER_RENAME", "name": "c2"}, [({BGL: X}, [])]),
     ({"OP_ID": "OP_CLUSTER_SET_PARAMS", "max_running_jobs": 3}, [({BGL: X}, [])]),
-    ({"OP_ID": "OP_NODE_ADD", "node_name": "n9"},
-     [({BGL: S, "nodegroup/default": S, "node/n9": X}, [])]),
-    ({"OP_ID": "OP_NODE_ADD", "node_name": "n9", "group": "other"},
-     [({BGL: S, "nodegroup/other": S, "node/n9": X}, [])]),
+    (
+        {"OP_ID": "OP_NODE_ADD", "node_name": "n9"},
+        [({BGL: S, "nodegroup/default": S, "node/n9": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_NODE_ADD", "node_name": "n9", "group": "other"},
+        [({BGL: S, "nodegroup/other": S, "node/n9": X}, [])],
+    ),
     ({"OP_ID": "OP_NODE_REMOVE", "node_name": "n1"}, [({BGL: S, "node/n1": X}, [])]),
-    ({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n2", "drained": True},
-     [({BGL: S, "node/n2": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1, "vcpus": 1,
-      "disks": [], "pnode": "n1"},
-     [({BGL: S, "instance/i9": X, "node/n1": X, "node-res/n1": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1, "vcpus": 1,
-      "disks": []},
-     [({BGL: S, "instance/i9": X, "node/[lockset]": S}, []),
-      ({"node/n2": X, "node-res/n2": X}, ["node/[lockset]"])]),
-    ({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "i3"},
-     [({BGL: S, "instance/i3": X}, []), ({"node/n1": X, "node/n2": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1"},
-     [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n2": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i3"},
-     [({BGL: S, "instance/i3": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n1": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1", "target_node": "n3"},
-     [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n3": S, "node-res/n3": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i1"},
-     [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n2": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i3", "target_node": "n4"},
-     [({BGL: S, "instance/i3": X}, []), ({"node/n2": S, "node/n4": S, "node-res/n4": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "i3"},
-     [({BGL: S, "instance/i3": X}, []), ({"node/n2": S, "node-res/n2": X}, [])]),
-    ({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "i3"},
-     [({BGL: S, "instance/i3": X}, []), ({"node/n2": S}, [])]),
-    ({"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "i3", "mode": "replace_auto"},
-     [({BGL: S, "instance/i3": X}, []),
-      ({"node/n1": X, "node/n2": X, "node-res/n1": X, "node-res/n2": X}, [])]),
+    (
+        {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n2", "drained": True},
+        [({BGL: S, "node/n2": X}, [])],
+    ),
+    (
+        {
+            "OP_ID": "OP_INSTANCE_CREATE",
+            "instance_name": "i9",
+            "memory": 1,
+            "vcpus": 1,
+            "disks": [],
+            "pnode": "n1",
+        },
+        [({BGL: S, "instance/i9": X, "node/n1": X, "node-res/n1": X}, [])],
+    ),
+    (
+        {
+            "OP_ID": "OP_INSTANCE_CREATE",
+            "instance_name": "i9",
+            "memory": 1,
+            "vcpus": 1,
+            "disks": [],
+        },
+        [
+            ({BGL: S, "instance/i9": X, "node/[lockset]": S}, []),
+            ({"node/n2": X, "node-res/n2": X}, ["node/[lockset]"]),
+        ],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "i3"},
+        [({BGL: S, "instance/i3": X}, []), ({"node/n1": X, "node/n2": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1"},
+        [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n2": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i3"},
+        [({BGL: S, "instance/i3": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n1": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "i1", "target_node": "n3"},
+        [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n3": S, "node-res/n3": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i1"},
+        [({BGL: S, "instance/i1": X}, []), ({"node/n1": S, "node/n2": S, "node-res/n2": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "i3", "target_node": "n4"},
+        [({BGL: S, "instance/i3": X}, []), ({"node/n2": S, "node/n4": S, "node-res/n4": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "i3"},
+        [({BGL: S, "instance/i3": X}, []), ({"node/n2": S, "node-res/n2": X}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "i3"},
+        [({BGL: S, "instance/i3": X}, []), ({"node/n2": S}, [])],
+    ),
+    (
+        {"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": "i3", "mode": "replace_auto"},
+        [
+            ({BGL: S, "instance/i3": X}, []),
+            ({"node/n1": X, "node/n2": X, "node-res/n1": X, "node-res/n2": X}, []),
+        ],
+    ),
     ({"OP_ID": "OP_NODE_EVACUATE", "node_name": "n1"}, [({BGL: S, "node/n1": S}, [])]),
-    ({"OP_ID": "OP_CLUSTER_VERIFY"},
-     [({BGL: S, "instance/[lockset]": S, "nodegroup/[lockset]": S, "node/[lockset]": S,
-        "node-res/[lockset]": S, "network/[lockset]": S}, [])]),
+    (
+        {"OP_ID": "OP_CLUSTER_VERIFY"},
+        [
+            (
+                {
+                    BGL: S,
+                    "instance/[lockset]": S,
+                    "nodegroup/[lockset]": S,
+                    "node/[lockset]": S,
+                    "node-res/[lockset]": S,
+                    "network/[lockset]": S,
+                },
+                [],
+            )
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("op", "expected"), TABLE, ids=[
-    f"{op['OP_ID']}-{i}" for i, (op, _) in enumerate(TABLE)])
+@pytest.mark.parametrize(
+    ("op", "expected"), TABLE, ids=[f"{op['OP_ID']}-{i}" for i, (op, _) in enumerate(TABLE)]
+)
 def test_lock_plan_matches_the_table(
     op: dict[str, Any], expected: list[tuple[dict[str, str], list[str]]], ctx: FakeContext
 ) -> None:
     assert phases(op, ctx) == expected
 
 
-@pytest.mark.parametrize(("op", "expected"), TABLE, ids=[
-    f"{op['OP_ID']}-{i}" for i, (op, _) in enumerate(TABLE)])
+@pytest.mark.parametrize(
+    ("op", "expected"), TABLE, ids=[f"{op['OP_ID']}-{i}" for i, (op, _) in enumerate(TABLE)]
+)
 def test_phases_are_in_lock_order_and_bgl_first(
     op: dict[str, Any], expected: Any, ctx: FakeContext
 ) -> None:
@@ -90,8 +150,9 @@ def test_phases_are_in_lock_order_and_bgl_first(
 
 
 def test_instance_create_final_locks(ctx: FakeContext) -> None:
-    op = REGISTRY.build({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1,
-                         "vcpus": 1, "disks": []})
+    op = REGISTRY.build(
+        {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1, "vcpus": 1, "disks": []}
+    )
     acquire(op, ctx)
     assert ctx.locks.held == {BGL: S, "instance/i9": X, "node/n2": X, "node-res/n2": X}
 
@@ -103,8 +164,13 @@ def test_node_add_locks_a_group_given_by_uuid_under_its_name(ctx: FakeContext) -
 
 
 def test_instance_phase_fails_for_a_missing_instance(ctx: FakeContext) -> None:
-    for op_id in ("OP_INSTANCE_REMOVE", "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER",
-                  "OP_INSTANCE_STARTUP", "OP_INSTANCE_SHUTDOWN"):
+    for op_id in (
+        "OP_INSTANCE_REMOVE",
+        "OP_INSTANCE_MIGRATE",
+        "OP_INSTANCE_FAILOVER",
+        "OP_INSTANCE_STARTUP",
+        "OP_INSTANCE_SHUTDOWN",
+    ):
         op = REGISTRY.build({"OP_ID": op_id, "instance_name": "nope"})
         plan = op.locks(op.params, ctx)
         assert plan.phase(0, ctx).locks() == {BGL: S, "instance/nope": X}
@@ -116,8 +182,9 @@ def test_create_without_eligible_node_fails_while_choosing() -> None:
     c = FakeContext()
     c.node("n1", drained=True)
     c.node("n2", vm_capable=False)
-    op = REGISTRY.build({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i", "memory": 1,
-                         "vcpus": 1, "disks": []})
+    op = REGISTRY.build(
+        {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i", "memory": 1, "vcpus": 1, "disks": []}
+    )
     with pytest.raises(OpExecError, match="no online, non-drained, vm_capable node"):
         acquire(op, c)
 
@@ -131,16 +198,34 @@ def test_lock_names() -> None:
     for level, name in (("nodes", "n1"), ("node", ""), ("node", "a/b")):
         with pytest.raises(ValueError):
             lock(level, name)
-    names = ["node/b", "cluster/BGL", "node/[lockset]", "instance/z", "node/a",
-             "network/x", "node-res/a", "nodegroup/g", "instance/[lockset]"]
+    names = [
+        "node/b",
+        "cluster/BGL",
+        "node/[lockset]",
+        "instance/z",
+        "node/a",
+        "network/x",
+        "node-res/a",
+        "nodegroup/g",
+        "instance/[lockset]",
+    ]
     assert sorted(names, key=lock_sort_key) == [
-        "cluster/BGL", "instance/[lockset]", "instance/z", "nodegroup/g", "node/[lockset]",
-        "node/a", "node/b", "node-res/a", "network/x"]
+        "cluster/BGL",
+        "instance/[lockset]",
+        "instance/z",
+        "nodegroup/g",
+        "node/[lockset]",
+        "node/a",
+        "node/b",
+        "node-res/a",
+        "network/x",
+    ]
 
 
 def test_lock_phase_merges_sorts_and_checks() -> None:
-    ph = LockPhase.of([("node/b", S), ("node/a", S), ("node/b", X), ("instance/i", S)],
-                      release=["node/[lockset]"])
+    ph = LockPhase.of(
+        [("node/b", S), ("node/a", S), ("node/b", X), ("instance/i", S)], release=["node/[lockset]"]
+    )
     assert ph.acquire == (("instance/i", S), ("node/a", S), ("node/b", X))
     assert ph.acquire_request() == [["instance/i", S], ["node/a", S], ["node/b", X]]
     assert ph.release_request() == [["node/[lockset]", "release"]]
@@ -168,8 +253,9 @@ def test_lock_plan_owns_the_bgl(ctx: FakeContext) -> None:
 
 
 def test_resolve_all_and_held_after(ctx: FakeContext) -> None:
-    op = REGISTRY.build({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1,
-                         "vcpus": 1, "disks": []})
+    op = REGISTRY.build(
+        {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i9", "memory": 1, "vcpus": 1, "disks": []}
+    )
     resolved = resolve_all(op.locks(op.params, ctx), ctx)
     assert held_after(resolved) == {BGL: S, "instance/i9": X, "node/n2": X, "node-res/n2": X}
 

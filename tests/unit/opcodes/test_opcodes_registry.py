@@ -134,13 +134,16 @@ def test_entry_point_may_name_several_classes(monkeypatch: pytest.MonkeyPatch) -
 def test_broken_plugins_are_logged_and_skipped(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fake_entry_points(monkeypatch, {
-        "OP_A_MISSING": "no_such_module_xyz:Op",
-        "OP_B_NOT": "fake_lw_plugin:not_an_opcode",
-        "OP_C_SHADOW": "fake_lw_plugin:Shadow",
-        "OP_D_LOOSE": "fake_lw_plugin:Loose",
-        "OP_FOO": "fake_lw_plugin:Foo",
-    })
+    fake_entry_points(
+        monkeypatch,
+        {
+            "OP_A_MISSING": "no_such_module_xyz:Op",
+            "OP_B_NOT": "fake_lw_plugin:not_an_opcode",
+            "OP_C_SHADOW": "fake_lw_plugin:Shadow",
+            "OP_D_LOOSE": "fake_lw_plugin:Loose",
+            "OP_FOO": "fake_lw_plugin:Foo",
+        },
+    )
     reg = OpcodeRegistry()
     with caplog.at_level(logging.ERROR, logger="jobproc.opcodes.registry"):
         known = reg.known_op_ids()
@@ -206,6 +209,5 @@ def test_registry_import_is_cheap() -> None:
         assert "importlib.metadata" not in sys.modules
         print("ok")
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr

@@ -57,11 +57,15 @@ def test_create_without_room_says_what_is_short_and_changes_nothing() -> None:
 
 def test_a_named_node_without_memory_or_cpu_fails() -> None:
     c = small_cluster()
-    with pytest.raises(OpPrereqError, match=r"^node node1 has no room for big: it needs "
-                       r"2048 MiB and 1 CPU; it has 1024 MiB and 2 CPUs free$"):
+    with pytest.raises(
+        OpPrereqError,
+        match=r"^node node1 has no room for big: it needs "
+        r"2048 MiB and 1 CPU; it has 1024 MiB and 2 CPUs free$",
+    ):
         run(create("big", 2048, pnode="node1"), c)
-    with pytest.raises(OpPrereqError, match="node node1 has no room for busy: it needs 512 MiB "
-                       "and 3 CPUs"):
+    with pytest.raises(
+        OpPrereqError, match="node node1 has no room for busy: it needs 512 MiB and 3 CPUs"
+    ):
         run(create("busy", 512, 3, pnode="node1"), c)  # 2 of 4 virtual CPUs in use
     assert run(create("ok", 1024, 2, pnode="node1"), c)["primary_node"] == "node1"
     assert c.writes == [("add_object", "instance", "ok")]
@@ -135,8 +139,7 @@ def test_a_stopped_instance_moves_anywhere_eligible() -> None:
     assert result["target"] == "node1"  # 1024 MiB free, but a stopped instance needs none
     with pytest.raises(OpPrereqError, match="node 'node3' is drained"):
         c.objects["node"][c.get_object("node", "node3")["uuid"]]["drained"] = True
-        run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "web1", "target_node": "node3"},
-            c)
+        run({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "web1", "target_node": "node3"}, c)
 
 
 def test_node_capacity_is_set_and_cannot_shrink_below_the_running_use() -> None:
@@ -146,7 +149,9 @@ def test_node_capacity_is_set_and_cannot_shrink_below_the_running_use() -> None:
     assert (node["mtotal"], node["ctotal"]) == (131072, 64)
     run({"OP_ID": "OP_NODE_ADD", "node_name": "plain"}, c)
     assert (c.get_object("node", "plain")["mtotal"], c.get_object("node", "plain")["ctotal"]) == (
-        65536, 32)
+        65536,
+        32,
+    )
     c.instance("vm", "big", memory=4096)
     changes = run({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "big", "mtotal": 8192}, c)
     assert changes == [["mtotal", 8192]]
@@ -165,8 +170,11 @@ def test_the_policy_vcpu_ratio_bounds_cpus_and_cannot_strand_running_instances()
     assert c.writes == []
     assert run({**set_ratio, "vcpu_ratio": 2.0}, c) == [["vcpu_ratio", 2.0]]
     assert c.cluster["ipolicy"]["vcpu-ratio"] == 2.0
-    with pytest.raises(OpPrereqError, match="node node1 has no room for more: it needs 128 MiB"
-                       " and 1 CPU; it has 1024 MiB and 0 CPUs free"):
+    with pytest.raises(
+        OpPrereqError,
+        match="node node1 has no room for more: it needs 128 MiB"
+        " and 1 CPU; it has 1024 MiB and 0 CPUs free",
+    ):
         run(create("more", 128, pnode="node1"), c)
     assert run({**set_ratio, "vcpu_ratio": 2.0}, c) == []
 

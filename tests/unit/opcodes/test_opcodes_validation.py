@@ -14,8 +14,13 @@ from jobproc.opcodes.builtin import BUILTIN_OPCODES
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str, Any]]]]] = {
     "OP_TEST_DELAY": (
         {"duration": 0},
-        {"duration": 1.5, "on_nodes": ["n1", "ghost"], "repeat": 3, "fail": True,
-         "log_messages": ["a", "b"]},
+        {
+            "duration": 1.5,
+            "on_nodes": ["n1", "ghost"],
+            "repeat": 3,
+            "fail": True,
+            "log_messages": ["a", "b"],
+        },
         [
             ("duration", {}),
             ("duration", {"duration": -0.1}),
@@ -34,13 +39,17 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     "OP_CLUSTER_RENAME": (
         {"name": "c2"},
         {"name": "cluster-two.example.com"},
-        [("name", {}), ("name", {"name": ""}), ("name", {"name": "a b"}),
-         ("name", {"name": 3})],
+        [("name", {}), ("name", {"name": ""}), ("name", {"name": "a b"}), ("name", {"name": 3})],
     ),
     "OP_CLUSTER_SET_PARAMS": (
         {},
-        {"max_running_jobs": 5, "mac_prefix": "AB:cd:01", "lock_enforcement": "warn",
-         "tags": ["a", "b:c"], "vcpu_ratio": 2.5},
+        {
+            "max_running_jobs": 5,
+            "mac_prefix": "AB:cd:01",
+            "lock_enforcement": "warn",
+            "tags": ["a", "b:c"],
+            "vcpu_ratio": 2.5,
+        },
         [
             ("vcpu_ratio", {"vcpu_ratio": 0}),
             ("vcpu_ratio", {"vcpu_ratio": "4"}),
@@ -55,8 +64,13 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     ),
     "OP_NODE_ADD": (
         {"node_name": "n9"},
-        {"node_name": "n9", "group": "default", "primary_ip": "2001:db8::9",
-         "mtotal": 131072, "ctotal": 64},
+        {
+            "node_name": "n9",
+            "group": "default",
+            "primary_ip": "2001:db8::9",
+            "mtotal": 131072,
+            "ctotal": 64,
+        },
         [
             ("node_name", {}),
             ("mtotal", {"node_name": "n9", "mtotal": -1}),
@@ -75,8 +89,14 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     ),
     "OP_NODE_SET_PARAMS": (
         {"node_name": "n1", "drained": True},
-        {"node_name": "n1", "offline": False, "drained": False, "master_candidate": True,
-         "mtotal": 1024, "ctotal": 2},
+        {
+            "node_name": "n1",
+            "offline": False,
+            "drained": False,
+            "master_candidate": True,
+            "mtotal": 1024,
+            "ctotal": 2,
+        },
         [
             ("mtotal", {"node_name": "n1", "mtotal": -5}),
             ("ctotal", {"node_name": "n1", "ctotal": "many"}),
@@ -88,8 +108,14 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     ),
     "OP_INSTANCE_CREATE": (
         {"instance_name": "i9", "memory": 128, "vcpus": 1, "disks": []},
-        {"instance_name": "i9", "memory": 128, "vcpus": 2,
-         "disks": [{"size": 1024}, {"size": 10, "mode": "ro"}], "pnode": "n1", "nics": 2},
+        {
+            "instance_name": "i9",
+            "memory": 128,
+            "vcpus": 2,
+            "disks": [{"size": 1024}, {"size": 10, "mode": "ro"}],
+            "pnode": "n1",
+            "nics": 2,
+        },
         [
             ("instance_name", {"memory": 1, "vcpus": 1, "disks": []}),
             ("memory", {"instance_name": "i9", "vcpus": 1, "disks": []}),
@@ -97,18 +123,26 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
             ("vcpus", {"instance_name": "i9", "memory": 1, "vcpus": 0, "disks": []}),
             ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1}),
             ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [{}]}),
-            ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1,
-                       "disks": [{"size": 0}]}),
-            ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1,
-                       "disks": [{"size": 1, "spindles": 2}]}),
-            ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1,
-                       "disks": [{"size": 1}] * 17}),
-            ("pnode", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [],
-                       "pnode": "a/b"}),
-            ("nics", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [],
-                      "nics": -1}),
-            ("nics", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [],
-                      "nics": 9}),
+            ("disks", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [{"size": 0}]}),
+            (
+                "disks",
+                {
+                    "instance_name": "i9",
+                    "memory": 1,
+                    "vcpus": 1,
+                    "disks": [{"size": 1, "spindles": 2}],
+                },
+            ),
+            (
+                "disks",
+                {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [{"size": 1}] * 17},
+            ),
+            (
+                "pnode",
+                {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [], "pnode": "a/b"},
+            ),
+            ("nics", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [], "nics": -1}),
+            ("nics", {"instance_name": "i9", "memory": 1, "vcpus": 1, "disks": [], "nics": 9}),
         ],
     ),
     "OP_INSTANCE_REMOVE": (
@@ -119,14 +153,20 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     "OP_INSTANCE_MIGRATE": (
         {"instance_name": "i1"},
         {"instance_name": "i1", "target_node": "n2", "duration": 0.5},
-        [("instance_name", {}), ("target_node", {"instance_name": "i1", "target_node": ""}),
-         ("duration", {"instance_name": "i1", "duration": -1})],
+        [
+            ("instance_name", {}),
+            ("target_node", {"instance_name": "i1", "target_node": ""}),
+            ("duration", {"instance_name": "i1", "duration": -1}),
+        ],
     ),
     "OP_INSTANCE_FAILOVER": (
         {"instance_name": "i1"},
         {"instance_name": "i1", "target_node": "n2", "duration": 3},
-        [("instance_name", {}), ("target_node", {"instance_name": "i1", "target_node": "a/b"}),
-         ("duration", {"instance_name": "i1", "duration": "soon"})],
+        [
+            ("instance_name", {}),
+            ("target_node", {"instance_name": "i1", "target_node": "a/b"}),
+            ("duration", {"instance_name": "i1", "duration": "soon"}),
+        ],
     ),
     "OP_INSTANCE_STARTUP": (
         {"instance_name": "i1"},
@@ -156,9 +196,12 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, dict[str,
     "OP_CLUSTER_VERIFY": ({}, {}, []),
 }
 
-COMMON_GOOD = {"priority": -20, "depends": [[-1, ["success", "error"]], [7, []]],
-               "reason": [["user:cli", "maintenance", 1_700_000_000_000_000_000]],
-               "comment": "hello"}
+COMMON_GOOD = {
+    "priority": -20,
+    "depends": [[-1, ["success", "error"]], [7, []]],
+    "reason": [["user:cli", "maintenance", 1_700_000_000_000_000_000]],
+    "comment": "hello",
+}
 COMMON_BAD: list[tuple[str, dict[str, Any]]] = [
     ("priority", {"priority": 20}),
     ("priority", {"priority": -21}),
@@ -192,8 +235,11 @@ def test_good_params_validate(op_id: str) -> None:
 @pytest.mark.parametrize(
     ("op_id", "param", "params"),
     [(op_id, param, bad) for op_id, (_, _, bads) in CASES.items() for param, bad in bads]
-    + [(op_id, param, {**CASES[op_id][0], **bad}) for op_id in ("OP_TEST_DELAY",
-       "OP_CLUSTER_VERIFY", "OP_INSTANCE_CREATE") for param, bad in COMMON_BAD],
+    + [
+        (op_id, param, {**CASES[op_id][0], **bad})
+        for op_id in ("OP_TEST_DELAY", "OP_CLUSTER_VERIFY", "OP_INSTANCE_CREATE")
+        for param, bad in COMMON_BAD
+    ],
 )
 def test_bad_param_is_named(op_id: str, param: str, params: dict[str, Any]) -> None:
     with pytest.raises(InvalidOpcode) as exc:
@@ -220,8 +266,15 @@ def test_messages_say_what_was_wrong() -> None:
     with pytest.raises(InvalidOpcode, match=r"without '/'.*got 'a/b' \(at on_nodes\[1\]\)"):
         validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_nodes": ["a", "a/b"]})
     with pytest.raises(InvalidOpcode, match=r"unknown field `sz` \(at disks\[0\]\)"):
-        validate_opcode({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "i", "memory": 1,
-                         "vcpus": 1, "disks": [{"sz": 1}]})
+        validate_opcode(
+            {
+                "OP_ID": "OP_INSTANCE_CREATE",
+                "instance_name": "i",
+                "memory": 1,
+                "vcpus": 1,
+                "disks": [{"sz": 1}],
+            }
+        )
 
 
 def test_unknown_op_id_lists_the_known_ones() -> None:
@@ -243,8 +296,9 @@ def test_malformed_opcodes(op: Any) -> None:
 def test_defaults_of_common_params() -> None:
     _, params = validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0})
     assert (params.priority, params.depends, params.reason, params.comment) == (0, None, [], None)
-    _, params = validate_opcode({"OP_ID": "OP_TEST_DELAY", "duration": 0, "reason": None,
-                                 "depends": None, "comment": None})
+    _, params = validate_opcode(
+        {"OP_ID": "OP_TEST_DELAY", "duration": 0, "reason": None, "depends": None, "comment": None}
+    )
     assert (params.depends, params.reason, params.comment) == (None, [], None)
 
 

@@ -225,14 +225,15 @@ def test_archive_only_finalized_live_jobs(store: SqliteJobStore) -> None:
 
 def test_auto_archive_by_age_with_limit(store: SqliteJobStore) -> None:
     jobs = submit_many(store, [builder()] * 6)
-    update_jobs(store,
+    update_jobs(
+        store,
         [
             finished(jobs[0], 100.0),
             finished(jobs[1], 200.0, success=False),
             finished(jobs[2], 300.0),
             cancel_job(jobs[3], 150.0).job,
             start_job(jobs[4], 50.0, 1, 1.0),  # running: never archived
-        ]
+        ],
     )
     archived, remaining = store.auto_archive(older_than=250.0, limit=2)
     assert archived == [1, 2] and remaining == 1
@@ -244,11 +245,13 @@ def test_auto_archive_by_age_with_limit(store: SqliteJobStore) -> None:
 
 def test_counts(store: SqliteJobStore) -> None:
     jobs = submit_many(store, [builder()] * 5)
-    update_jobs(store,
-        [finished(jobs[0], 1.0), finished(jobs[1], 1.0), cancel_job(jobs[2], 1.0).job]
+    update_jobs(
+        store, [finished(jobs[0], 1.0), finished(jobs[1], 1.0), cancel_job(jobs[2], 1.0).job]
     )
     archive(store, [1])
-    assert counts(store, ) == {"queued": 2, "success": 1, "canceled": 1}
+    assert counts(
+        store,
+    ) == {"queued": 2, "success": 1, "canceled": 1}
     assert counts(store, archived=True) == {"success": 1}
     assert counts(store, archived=None) == {"queued": 2, "success": 2, "canceled": 1}
 

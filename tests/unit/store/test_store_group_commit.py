@@ -90,7 +90,9 @@ def test_a_lone_writer_commits_on_the_event_loop(tmp_path: Path, run: Run) -> No
     store.close()
 
 
-def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(tmp_path: Path, run: Run) -> None:
+def test_shared_batches_go_to_the_worker_and_a_lone_writer_comes_back(
+    tmp_path: Path, run: Run
+) -> None:
     store = open_store(tmp_path)
 
     async def main() -> None:
