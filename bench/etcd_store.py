@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integ
 from _util import cpu_count, failover_summary, summary
 from etcd_testlib import Candidate, EtcdCluster, etcd_binary
 
-from client.daemon.etcd.batching import Change
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.wire import cmp_create, op_put
+from client._server.etcd.batching import Change
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.wire import cmp_create, op_put
 
 SINGLE = 500
 BATCHES, BATCH = 20, 64

@@ -42,9 +42,9 @@ from _util import cpu_count, daemon, failover_summary
 from etcd_testlib import EtcdCluster, etcd_binary
 from ha_testlib import WconfdNode, first_answer, store_url, wait_master
 
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.wire import cmp_create, op_put
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.wire import cmp_create, op_put
 
 SECONDS = 3.0
 WORKERS = 8

@@ -35,9 +35,9 @@ from _util import daemon, per_call_us
 from locks import flush_us
 
 from client import WConfdClient
+from client._server.dispatch import build_methods, dispatch_one
 from client.api.wconfd import WConfdApi
-from client.daemon.dispatch import build_methods, dispatch_one
-from client.daemon.procwatch import ProcessKey
+from client.identity import ProcessKey
 from wconfd.clients import Client
 from wconfd.durable import LockChange
 from wconfd.locking import LockManager

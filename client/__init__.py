@@ -2,6 +2,12 @@
 
     from client import WConfdClient, LuxiClient, AsyncWConfdClient, AsyncLuxiClient, errors
 
+What a client uses lives here: the wire protocol (`protocol`), the typed errors
+(`errors`), the API declarations (`api`), the sync and asyncio stubs derived from them,
+the wire vocabulary (`vocabulary`), room on nodes (`capacity`), the metric catalogue
+(`metrics`), process identity (`identity`) and the `lw` command line (`cli`).  The daemons'
+server toolkit is `client._server`: internal, and never imported by client code.
+
 The stubs are imported on first use (PEP 562), so `lw --help` and other light users do
 not pay for asyncio, psutil and the stub classes.
 """

@@ -41,7 +41,7 @@ class _Identifies:
     def _identify_params(self) -> dict[str, Any] | None:
         # Only identifying clients need it; keeps `import client` light.  The start time
         # as psutil computes it, from one /proc read (a job process identifies at once).
-        from client.daemon.procwatch import start_time_of
+        from client.identity import start_time_of
 
         pid = os.getpid()
         return {"job_id": self.job_id, "pid": pid, "start_time": start_time_of(pid),

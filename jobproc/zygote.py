@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from client.api.luxi import Directive
-from client.daemon.procwatch import start_time_of
+from client.identity import start_time_of
 from jobproc.runner import run_job
 
 _directive = msgspec.json.Decoder(Directive)

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from client import errors
+from client._server.metrics import Registry
 from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
-from client.metrics import Registry
 from luxid.filters import FilterChain, FilterJob, Verdict
 from luxid.filters.ratelimit import rejected_result
 from luxid.jobs import Job, mark_canceled

@@ -34,9 +34,9 @@ from typing import Any
 import msgspec
 
 from client import errors
+from client._server.metrics import Registry
 from client.api.luxi import DrainChange, DrainStatus, Opcode
 from client.filterrules import FilterRule
-from client.metrics import Registry
 from luxid.drains import (
     QUEUE_TARGET,
     CancelJob,

@@ -25,15 +25,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from client._server.common import CommonMethods
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import Fenced
+from client._server.etcd.url import EtcdStoreUrl
+from client._server.metrics import Registry
+from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
-from client.daemon.common import CommonMethods
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import Fenced
-from client.daemon.etcd.url import EtcdStoreUrl
-from client.daemon.server import RpcServer
 from client.errors import StorageError
-from client.metrics import Registry
 from luxid.role import LeaderFollower, standby_methods
 from luxid.store.etcd import EtcdJobStore
 from luxid.takeover import take_over
@@ -102,7 +102,7 @@ class HaLuxid:
 
     @property
     def serving(self) -> bool:
-        """client.daemon.roles.Role: a term is running, still this node's, and its methods
+        """client._server.roles.Role: a term is running, still this node's, and its methods
         answer (while the term's queue opens, get_role must not say master yet: calls would
         still meet the standby table)."""
         return (
@@ -112,7 +112,7 @@ class HaLuxid:
         )
 
     def info(self) -> RoleInfo:
-        """client.daemon.roles.Role: what get_role answers on this node."""
+        """client._server.roles.Role: what get_role answers on this node."""
         f = self.follower
         if self.serving:
             return RoleInfo(node=self.node, role="master", master=f.master, term=f.term)

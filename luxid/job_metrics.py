@@ -14,12 +14,12 @@ Every change of a live job passes through `LiveJobs` (luxid.live_jobs), which te
 `lockwarden_jobs_submitted_total` is counted by `LiveJobs.add` (jobs rejected at submit
 included: they are stored, as canceled, and so count as finished too).  Opcode labels
 are OP_IDs of the opcode registry (every submitted opcode was checked against it), and
-the registry bounds the series besides (client.metrics `max_series`).
+the registry bounds the series besides (the catalogue's `max_series`).
 """
 
 from __future__ import annotations
 
-from client.metrics import Registry
+from client._server.metrics import Registry
 from luxid.jobs import Job, job_status
 from luxid.jobs.model import FINALIZED
 

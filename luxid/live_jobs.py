@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from client import errors
-from client.daemon.change_serial import ChangeSerial
-from client.metrics import Registry
+from client._server.change_serial import ChangeSerial
+from client._server.metrics import Registry
 from luxid.job_metrics import JobMetrics
 from luxid.jobs import Job, job_status
 from luxid.store import JobStore

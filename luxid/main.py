@@ -8,10 +8,10 @@ from functools import partial
 from pathlib import Path
 
 from client import paths
-from client.daemon import sdnotify
-from client.daemon.roles import SingleNode
-from client.daemon.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
-from client.daemon.server import RpcServer
+from client._server import sdnotify
+from client._server.roles import SingleNode
+from client._server.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
+from client._server.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
 from luxid.drains.record import KILL_AFTER

@@ -14,7 +14,7 @@ luxid (a crash, a restart, systemd's KillMode=process) and a Ctrl-C of a foregro
 Children start with SIGTERM and SIGUSR1 blocked; jobproc unblocks them once its handlers
 are installed, so a cancel sent right after the start is never lost.
 
-`JobProcesses` watches every job process with pidfds (client.daemon.procwatch), so a death
+`JobProcesses` watches every job process with pidfds (client._server.procwatch), so a death
 is seen within milliseconds whoever the parent is, reaps the ones that are luxid's
 children, and signals a process only if it is still the one recorded (pid and start time).
 """
@@ -33,8 +33,9 @@ from typing import Protocol
 
 import msgspec
 
+from client._server.procwatch import ProcessWatcher
 from client.api.luxi import Directive
-from client.daemon.procwatch import ProcessKey, ProcessWatcher, is_alive, start_time_of
+from client.identity import ProcessKey, is_alive, start_time_of
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from typing import Any
 import msgspec
 
 from client import errors
+from client._server.metrics import Registry
+from client._server.server import Connection
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
-from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
-from client.daemon.server import Connection
-from client.metrics import Registry
+from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
     Job,

@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from client._server.common import CommonMethods
+from client._server.dispatch import Handler
+from client._server.etcd.background import Background
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import EtcdError
+from client._server.etcd.wire import Event, KeyValue
+from client._server.roles import STANDBY_METHODS, Role, not_master
 from client.api.declare import Api
-from client.daemon.common import CommonMethods
-from client.daemon.dispatch import Handler
-from client.daemon.etcd.background import Background
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import EtcdError
-from client.daemon.etcd.wire import Event, KeyValue
-from client.daemon.roles import STANDBY_METHODS, Role, not_master
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from client import errors
+from client._server.common import CommonMethods
+from client._server.server import Connection
 from client.api.luxi import (
     Directive,
     DrainChange,
@@ -22,8 +24,6 @@ from client.api.luxi import (
     QueueInfo,
     QueueOverview,
 )
-from client.daemon.common import CommonMethods
-from client.daemon.server import Connection
 from client.filterrules import FilterRule
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.drain_service import DrainService

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from client._server.dispatch import Handler, build_methods
+from client._server.metrics import instrument
 from client.api.luxi import LuxiApi
-from client.daemon.dispatch import Handler, build_methods
-from client.daemon.procwatch import ProcessKey, is_alive
-from client.metrics import instrument
+from client.identity import ProcessKey, is_alive
 from luxid.drains.record import KILL_AFTER as DRAIN_KILL_AFTER
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process

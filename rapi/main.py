@@ -11,8 +11,8 @@ from pathlib import Path
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, paths, rapi_endpoint
-from client.daemon import sdnotify
-from client.daemon.runner import (
+from client._server import sdnotify
+from client._server.runner import (
     add_log_level,
     catch_stop_signals,
     install_event_loop_policy,

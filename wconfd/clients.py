@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from client.daemon.procwatch import START_TIME_TOLERANCE, ProcessKey, ProcessWatcher, start_time_of
-from client.daemon.server import Connection
+from client._server.procwatch import ProcessWatcher
+from client._server.server import Connection
 from client.errors import IdentityMismatch, InvalidParams, NotIdentified
+from client.identity import START_TIME_TOLERANCE, ProcessKey, start_time_of
 
 log = logging.getLogger(__name__)
 

@@ -21,15 +21,15 @@ import contextlib
 import logging
 import time
 
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.election import Term
+from client._server.etcd.errors import EtcdError, Fenced
+from client._server.etcd.leader import LeaderElection
+from client._server.etcd.presence import NodeInfo, Presence, list_nodes
+from client._server.etcd.release import warn_if_crash_unsafe
+from client._server.etcd.url import EtcdStoreUrl
+from client._server.roles import not_master
 from client.api.common import RoleInfo
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.election import Term
-from client.daemon.etcd.errors import EtcdError, Fenced
-from client.daemon.etcd.leader import LeaderElection
-from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
-from client.daemon.etcd.release import warn_if_crash_unsafe
-from client.daemon.etcd.url import EtcdStoreUrl
-from client.daemon.roles import not_master
 from client.errors import RpcError, StorageError
 from wconfd.service import WConfd
 from wconfd.storage.etcd_store import EtcdStore
@@ -40,7 +40,7 @@ WRITER = "wconfd"
 
 
 class ElectedRole:
-    """The node's role as the election and the takeover make it (client.daemon.roles.Role)."""
+    """The node's role as the election and the takeover make it (client._server.roles.Role)."""
 
     def __init__(self, election: LeaderElection) -> None:
         self.election = election

@@ -20,6 +20,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, cast
 
+from client._server.change_serial import ChangeSerial
+from client._server.metrics import Registry
 from client.api.wconfd import (
     AllLocks,
     LockInfo,
@@ -29,9 +31,7 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.daemon.change_serial import ChangeSerial
 from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
-from client.metrics import Registry
 from wconfd.clients import Client
 from wconfd.durable import LockChange
 from wconfd.locking import LEVELS, Effects, LockManager

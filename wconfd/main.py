@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from client.daemon.roles import SingleNode
-from client.daemon.runner import daemon_parser, run_daemon, serve_until_stopped
-from client.daemon.server import RpcServer
+from client._server.roles import SingleNode
+from client._server.runner import daemon_parser, run_daemon, serve_until_stopped
+from client._server.server import RpcServer
 from client.paths import WCONFD_SOCKET
 from wconfd.ha import HaShell
 from wconfd.service import WConfd

@@ -20,17 +20,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from client._server.common import CommonMethods
+from client._server.dispatch import Handler, build_methods
+from client._server.metrics import Registry, instrument
+from client._server.roles import Role, SingleNode
+from client._server.runner import StartupError
+from client._server.server import Connection
 from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
-from client.daemon.common import CommonMethods
-from client.daemon.dispatch import Handler, build_methods
-from client.daemon.procwatch import is_alive
-from client.daemon.roles import Role, SingleNode
-from client.daemon.runner import StartupError
-from client.daemon.server import Connection
 from client.errors import InvalidParams, RpcError
-from client.metrics import Registry, instrument
+from client.identity import is_alive
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
 from wconfd.durable import (
@@ -109,7 +109,7 @@ class WConfd:
         self.metrics.gauge("lockwarden_master").set(1 if serving else 0, node)
 
     def implementations(self) -> tuple[object, ...]:
-        """The objects implementing WConfdApi, for client.daemon.dispatch.build_methods."""
+        """The objects implementing WConfdApi, for client._server.dispatch.build_methods."""
         common = CommonMethods(self.metrics, self.role)
         return (common, self, self.locks, self.config, self.reservations)
 

@@ -3,7 +3,7 @@
 An API is a class whose methods carry the `@rpc` decorator and have no body but a
 docstring.  From it come, without a second list of methods anywhere:
 
-- the server's dispatch table (`client.daemon.dispatch`), which checks that the daemon
+- the server's dispatch table (`client._server.dispatch`), which checks that the daemon
   implements every declared method with the declared parameter names and decodes params
   with a msgspec Struct derived from the signature;
 - the sync and asyncio client stubs (`client.stubs`), which take the same parameters and

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from client.daemon.write_placement import SyncMode
+from client._server.write_placement import SyncMode
 from luxid.jobs import Job
 
 

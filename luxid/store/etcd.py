@@ -1,6 +1,6 @@
 """luxid's job store on etcd (SPEC §13): luxid.store.base's seam over fenced transactions.
 
-The layout and the mapping are luxid.store.etcd_keys's (client/daemon/etcd/LAYOUT.md).
+The layout and the mapping are luxid.store.etcd_keys's (client/_server/etcd/LAYOUT.md).
 Every transaction of the seam becomes `FencedWriter.commit_many` (group commit: the batch
 goes in as few etcd transactions as etcd's limits allow), fenced by the leader key's
 create revision, so a deposed master writes nothing.  A block ends only once etcd has
@@ -28,14 +28,14 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from client import errors
-from client.daemon.etcd.batching import Change
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.release import lost_data
-from client.daemon.etcd.url import EtcdStoreUrl
-from client.daemon.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
-from client.daemon.write_placement import SyncMode
+from client._server.etcd.batching import Change
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.release import lost_data
+from client._server.etcd.url import EtcdStoreUrl
+from client._server.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
+from client._server.write_placement import SyncMode
 from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.store.etcd_keys import (
     Gate,

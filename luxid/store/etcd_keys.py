@@ -1,4 +1,4 @@
-"""luxid's keys in etcd (client/daemon/etcd/LAYOUT.md, "luxid") and the changes a job
+"""luxid's keys in etcd (client/_server/etcd/LAYOUT.md, "luxid") and the changes a job
 store transaction becomes: pure code, no I/O.
 
 Under `P/jobs/`: `next_id` (the last allocated id), `live/<id>` (a live Job without its
@@ -17,8 +17,8 @@ from urllib.parse import quote
 import msgspec
 from msgspec.structs import replace
 
-from client.daemon.etcd.batching import Change
-from client.daemon.etcd.wire import cmp_create, op_delete, op_put
+from client._server.etcd.batching import Change
+from client._server.etcd.wire import cmp_create, op_delete, op_put
 from client.errors import StorageError
 from luxid.jobs.model import Job, LogEntry
 from luxid.store.jobdata import strip

@@ -7,7 +7,7 @@ transaction.  While a commit runs, new writes queue up for the next one, so N co
 submits or job reports cost one fsync, not N.  The worker decides nothing: every job it
 writes was built on the event loop.
 
-A lone writer's commit runs on the event loop itself (client.daemon.write_placement):
+A lone writer's commit runs on the event loop itself (client._server.write_placement):
 the thread hand-off would cost about as much as the fsync, and no other client waits
 meanwhile.  Once batches are shared (a whole transaction each: the loop has work to do
 meanwhile; wconfd's small journal writes stay on the loop), the disk is slow,
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from client import errors
-from client.daemon.write_placement import WritePlacement
+from client._server.write_placement import WritePlacement
 from luxid.jobs import Job
 from luxid.store.base import JobStore, StoreTransaction
 

@@ -30,7 +30,7 @@ import msgspec
 from msgspec.structs import replace
 
 from client import errors
-from client.daemon.write_placement import SyncMode
+from client._server.write_placement import SyncMode
 from luxid.jobs.model import Job, LogEntry, job_status
 from luxid.store.jobdata import age_ts, attach_logs, strip
 

@@ -271,11 +271,11 @@ class Candidate:
 
 
 async def _candidate_main(endpoints: str, prefix: str, node: str, ttl: float) -> None:
-    from client.daemon.etcd.client import EtcdClient
-    from client.daemon.etcd.errors import EtcdError, Fenced
-    from client.daemon.etcd.fencing import FencedWriter
-    from client.daemon.etcd.leader import LeaderElection
-    from client.daemon.etcd.wire import op_put
+    from client._server.etcd.client import EtcdClient
+    from client._server.etcd.errors import EtcdError, Fenced
+    from client._server.etcd.fencing import FencedWriter
+    from client._server.etcd.leader import LeaderElection
+    from client._server.etcd.wire import op_put
 
     def emit(**event: Any) -> None:
         print(json.dumps({"t": time.monotonic(), "node": node, **event}), flush=True)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for c
 from conftest import DaemonProcess
 
 from client import LuxiClient, WConfdClient, errors
-from client.daemon.etcd.client import EtcdClient
+from client._server.etcd.client import EtcdClient
 from luxid.store.etcd_keys import JobKeys, decode_job
 
 

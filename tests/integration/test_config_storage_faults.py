@@ -24,9 +24,9 @@ import pytest
 import wconfd.durable
 import wconfd.service
 from client import AsyncWConfdClient, WConfdClient, errors
+from client._server.dispatch import build_methods
+from client._server.server import RpcServer
 from client.api.wconfd import WConfdApi
-from client.daemon.dispatch import build_methods
-from client.daemon.server import RpcServer
 from wconfd.storage.fileops import FileOps
 from wconfd.storage.journal import MAGIC
 from wconfd.storage.store import LocalStore

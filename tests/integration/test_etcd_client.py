@@ -18,9 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 
-from client.daemon.etcd.batching import Change
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import (
+from client._server.etcd.batching import Change
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import (
     ChangeTooLarge,
     CompareFailed,
     EtcdRequestError,
@@ -28,9 +28,9 @@ from client.daemon.etcd.errors import (
     LeaseNotFound,
     OutcomeUnknown,
 )
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.release import warn_if_crash_unsafe
-from client.daemon.etcd.wire import (
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.release import warn_if_crash_unsafe
+from client._server.etcd.wire import (
     RequestOp,
     cmp_create,
     cmp_mod,

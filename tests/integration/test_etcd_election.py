@@ -24,12 +24,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import Candidate, EtcdCluster, running_cluster
 
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.election import Term
-from client.daemon.etcd.errors import Fenced
-from client.daemon.etcd.leader import LeaderElection
-from client.daemon.etcd.presence import NodeInfo, Presence, list_nodes
-from client.daemon.etcd.wire import op_put
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.election import Term
+from client._server.etcd.errors import Fenced
+from client._server.etcd.leader import LeaderElection
+from client._server.etcd.presence import NodeInfo, Presence, list_nodes
+from client._server.etcd.wire import op_put
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -18,9 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.leader import LeaderElection
-from client.daemon.etcd.wire import op_put
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.leader import LeaderElection
+from client._server.etcd.wire import op_put
 from client.errors import StorageError
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]

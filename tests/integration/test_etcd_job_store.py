@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 
 from client import errors
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.url import EtcdStoreUrl
-from client.daemon.etcd.wire import cmp_create, op_put
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.url import EtcdStoreUrl
+from client._server.etcd.wire import cmp_create, op_put
 from luxid.jobs import Job, add_log, finish_opcode, mark_opcode_running, new_job, start_job
 from luxid.store.etcd import EtcdJobStore
 from luxid.store.group_commit import GroupCommit

@@ -37,7 +37,7 @@ def test_the_etcd_drop_in_only_adds_tcp() -> None:
 def test_daemons_take_store_and_node_from_the_environment(tmp_path: Path) -> None:
     """What the env file sets is what the daemon uses (its parser's defaults)."""
     code = (
-        "from client.daemon.runner import daemon_parser;"
+        "from client._server.runner import daemon_parser;"
         "a = daemon_parser('x', 'y').parse_args([]);"
         "print(a.store.endpoints, a.store.prefix, a.node)"
     )

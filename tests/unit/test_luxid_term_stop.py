@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from client.daemon.procwatch import ProcessKey, is_alive, start_time_of
+from client.identity import ProcessKey, is_alive, start_time_of
 from luxid.term import stop_job_processes
 
 IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from client.daemon import sdnotify
+from client._server import sdnotify
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs AF_UNIX sockets")
 

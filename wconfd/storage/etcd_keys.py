@@ -1,4 +1,4 @@
-"""wconfd's state as etcd keys (SPEC §13; client/daemon/etcd/LAYOUT.md): pure code, no I/O.
+"""wconfd's state as etcd keys (SPEC §13; client/_server/etcd/LAYOUT.md): pure code, no I/O.
 
     P/config/meta                          {"version", "serial_no", "ctime", "mtime"}
     P/config/cluster                       the cluster object
@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from client.daemon.etcd.wire import KeyValue, RequestOp, op_delete, op_put, prefix_end
+from client._server.etcd.wire import KeyValue, RequestOp, op_delete, op_put, prefix_end
 from wconfd.config import ConfigChange
 from wconfd.config.objects import ConfigDocument
 from wconfd.config.records import RECORD_KIND, RemoveObject

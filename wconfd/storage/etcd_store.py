@@ -34,12 +34,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, change_size
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import EtcdError
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.release import lost_data
-from client.daemon.etcd.wire import RequestOp, cmp_create
+from client._server.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, change_size
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import EtcdError
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.release import lost_data
+from client._server.etcd.wire import RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve

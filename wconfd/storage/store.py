@@ -8,7 +8,7 @@ One `LocalStore` keeps one state machine's history in a directory:
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
 current round, so every record appended meanwhile shares that write; while a write is
 in flight, new records queue for the next one.  Whether a batch is written on the
-event-loop thread or on the store's own thread is client.daemon.write_placement's
+event-loop thread or on the store's own thread is client._server.write_placement's
 choice: on the loop unless the disk is slow, even when batches are shared.  The file
 I/O itself (RWF_DSYNC writes into preallocated space, undo on failure) is journal_io.py;
 positions and preallocation are layout.py; a batch's framing and callers are batch.py.
@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from client.daemon.write_placement import SyncMode, WritePlacement
+from client._server.write_placement import SyncMode, WritePlacement
 from client.errors import StorageError
 
 from .batch import Pending, StoreStats, complete_batch, fail_batch, frame_batch, frame_sizes

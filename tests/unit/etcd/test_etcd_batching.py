@@ -1,4 +1,4 @@
-"""Group commit packing (client.daemon.etcd.batching): properties.
+"""Group commit packing (client._server.etcd.batching): properties.
 
 Random changes over a small key universe (puts, single-key and prefix deletes, value
 compares) are packed; every transaction must be one etcd accepts (limits, no duplicate put,
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.daemon.etcd.batching import Change, pack
-from client.daemon.etcd.errors import ChangeTooLarge
-from client.daemon.etcd.wire import RequestOp, cmp_value, op_delete, op_put, prefix_end
+from client._server.etcd.batching import Change, pack
+from client._server.etcd.errors import ChangeTooLarge
+from client._server.etcd.wire import RequestOp, cmp_value, op_delete, op_put, prefix_end
 
 KEYS = [b"/a", b"/a/1", b"/a/2", b"/b", b"/b/1"]
 VALUES = [b"x", b"y"]

@@ -17,8 +17,8 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import (
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import (
     EtcdRequestError,
     EtcdUnavailable,
     LeaseNotFound,

@@ -1,4 +1,4 @@
-"""The pure decisions of leader election (client.daemon.etcd.election): properties.
+"""The pure decisions of leader election (client._server.etcd.election): properties.
 
 The safety property of SPEC §13: a master believes itself master only while etcd cannot yet
 have let its lease lapse. Simulated: keepalives sent at random times, received by etcd after
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.daemon.etcd.election import Renewal, after_keepalive, must_step_down, next_wake
+from client._server.etcd.election import Renewal, after_keepalive, must_step_down, next_wake
 
 TTL = 3.0
 delay = st.floats(0.0, 2.0, allow_nan=False)

@@ -1,4 +1,4 @@
-"""The gateway shapes (client.daemon.etcd.wire) and the store URL (url): pure parts of §13.
+"""The gateway shapes (client._server.etcd.wire) and the store URL (url): pure parts of §13.
 
 The real gateway's behaviour is tested in tests/integration/test_etcd_client.py; here: the
 prefix rule, the JSON the requests encode to, answers as the gateway writes them, and the
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.daemon.etcd.url import DEFAULT_PREFIX, parse_store_url
-from client.daemon.etcd.wire import (
+from client._server.etcd.url import DEFAULT_PREFIX, parse_store_url
+from client._server.etcd.wire import (
     RangeResponse,
     TxnRequest,
     TxnResponse,

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient, errors
+from client._server.common import CommonMethods
+from client._server.dispatch import build_methods
 from client.api.declare import Api, Check, rpc
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
-from client.daemon.common import CommonMethods
-from client.daemon.dispatch import build_methods
 from luxid.service import LuxidService
 from wconfd.config_service import ConfigService
 from wconfd.lock_service import LockService

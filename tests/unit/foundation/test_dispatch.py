@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from client._server.common import CommonMethods
+from client._server.dispatch import build_methods, dispatch_one
+from client._server.metrics import Registry
+from client._server.roles import SingleNode
 from client.api.common import CommonApi
 from client.api.declare import rpc
-from client.daemon.common import CommonMethods
-from client.daemon.dispatch import build_methods, dispatch_one
-from client.daemon.roles import SingleNode
 from client.errors import NotFound
-from client.metrics import Registry
 
 
 class DemoApi(CommonApi):

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from client.daemon.server import _resume
+from client._server.server import _resume
 
 
 async def _start(coro):

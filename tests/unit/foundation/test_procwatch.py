@@ -11,8 +11,9 @@ import time
 import psutil
 import pytest
 
-from client.daemon import procwatch
-from client.daemon.procwatch import ProcessKey, ProcessWatcher, is_alive
+from client import identity
+from client._server.procwatch import ProcessWatcher
+from client.identity import ProcessKey, is_alive
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -106,13 +107,13 @@ def test_unwatch_and_sweep_return_value():
 
 
 def test_start_time_of_missing_process():
-    assert procwatch.start_time_of(2**22 + 12345) is None
+    assert identity.start_time_of(2**22 + 12345) is None
 
 
 def test_start_time_agrees_with_psutil_even_for_odd_names() -> None:
     """The /proc reading (boot time cached) gives psutil's start time, also for a process
     whose name holds spaces and parentheses; a zombie is not alive, a reaped one unknown."""
-    start_time_of = procwatch.start_time_of
+    start_time_of = identity.start_time_of
     assert start_time_of(os.getpid()) == psutil.Process().create_time()
     code = "open('/proc/self/comm', 'w').write('a) b (c'); print(flush=True); input()"
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,

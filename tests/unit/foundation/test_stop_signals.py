@@ -16,7 +16,7 @@ import pytest
 # Starting up takes a while; the signal arrives in its middle, before the wait begins.
 CHILD = """
 import asyncio, os, signal, sys
-from client.daemon import runner
+from client._server import runner
 
 async def serve():
     os.kill(os.getpid(), signal.{sig})   # during start-up

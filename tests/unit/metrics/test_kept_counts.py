@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client import errors
-from client.daemon.change_serial import ChangeSerial
-from client.metrics import Registry
+from client._server.change_serial import ChangeSerial
+from client._server.metrics import Registry
 from luxid.job_metrics import JobMetrics
 from luxid.jobs import (
     Job,

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client import errors
+from client._server.metrics import Counter as MetricCounter
+from client._server.metrics import Registry, instrument
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
-from client.metrics import BY_NAME, CATALOGUE, OVERFLOW, MetricDef, Registry, instrument
-from client.metrics import Counter as MetricCounter
+from client.metrics import BY_NAME, CATALOGUE, OVERFLOW, MetricDef
 
 # SPEC §14's names with their types and label sets (lockwarden_master joins with §13).
 SPEC_14 = {

@@ -1,4 +1,4 @@
-"""The role check of SPEC §13 in the dispatch (client.daemon.roles, build_methods(role=)):
+"""The role check of SPEC §13 in the dispatch (client._server.roles, build_methods(role=)):
 a standby answers ping, version, identify and get_role and NotMaster naming the master to
 everything else; a serving node answers everything; one check, whatever the method."""
 
@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from client._server.common import CommonMethods
+from client._server.dispatch import build_methods, dispatch_one
+from client._server.metrics import Registry
+from client._server.roles import SingleNode, not_master
 from client.api.common import CommonApi, RoleInfo
 from client.api.declare import rpc
-from client.daemon.common import CommonMethods
-from client.daemon.dispatch import build_methods, dispatch_one
-from client.daemon.roles import SingleNode, not_master
 from client.errors import NotMaster
-from client.metrics import Registry
 
 
 class DemoApi(CommonApi):

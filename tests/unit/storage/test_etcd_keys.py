@@ -13,7 +13,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.daemon.etcd.wire import KeyValue, RequestOp
+from client._server.etcd.wire import KeyValue, RequestOp
 from wconfd.config import ConfigState
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
 from wconfd.storage.etcd_keys import (

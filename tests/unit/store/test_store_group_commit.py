@@ -1,5 +1,5 @@
 """luxid's group commit (luxid.store.group_commit) over a real SQLite job store: where each
-commit runs (client.daemon.write_placement) and that every write lands, in order — each
+commit runs (client._server.write_placement) and that every write lands, in order — each
 test on a plain loop and, as the daemons run (3.12+), with tasks started eagerly."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from client.daemon.server import install_eager_tasks
-from client.daemon.write_placement import SyncMode
+from client._server.server import install_eager_tasks
+from client._server.write_placement import SyncMode
 from luxid.jobs import Job, new_job
 from luxid.store import SqliteJobStore
 from luxid.store.group_commit import GroupCommit

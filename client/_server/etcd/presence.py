@@ -15,9 +15,9 @@ import math
 
 import msgspec
 
-from client.daemon.etcd.background import Background
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import EtcdError
+from client._server.etcd.background import Background
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import EtcdError
 
 log = logging.getLogger(__name__)
 

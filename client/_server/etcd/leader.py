@@ -20,18 +20,18 @@ import math
 import time
 from collections.abc import Callable
 
-from client.daemon.etcd.background import Background
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.election import (
+from client._server.etcd.background import Background
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.election import (
     Renewal,
     Term,
     after_keepalive,
     must_step_down,
     next_wake,
 )
-from client.daemon.etcd.errors import EtcdError, Fenced
-from client.daemon.etcd.fencing import FencedWriter
-from client.daemon.etcd.wire import Event, cmp_create, op_put, op_range
+from client._server.etcd.errors import EtcdError, Fenced
+from client._server.etcd.fencing import FencedWriter
+from client._server.etcd.wire import Event, cmp_create, op_put, op_range
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from client.daemon.dispatch import Handler, dispatch_one
+from client._server.dispatch import Handler, dispatch_one
 from client.errors import InternalError, InvalidRequest, ParseError, RpcError
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES, decode_message, encode
 

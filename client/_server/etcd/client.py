@@ -25,15 +25,15 @@ from typing import Self, TypeVar
 import aiohttp
 import msgspec
 
-from client.daemon.etcd import wire
-from client.daemon.etcd.errors import (
+from client._server.etcd import wire
+from client._server.etcd.errors import (
     EtcdError,
     EtcdRequestError,
     EtcdUnavailable,
     LeaseNotFound,
     OutcomeUnknown,
 )
-from client.daemon.etcd.wire import Key
+from client._server.etcd.wire import Key
 
 T = TypeVar("T")
 

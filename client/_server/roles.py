@@ -2,7 +2,7 @@
 
 Every daemon has a `Role`: on local files it is `SingleNode` (always master, term 0); on
 etcd, wconfd's election decides it (wconfd/ha.py). The dispatch table
-(`client.daemon.dispatch.build_methods(..., role=...)`) asks `serving` before every call and
+(`client._server.dispatch.build_methods(..., role=...)`) asks `serving` before every call and
 answers NotMaster for every method but `STANDBY_METHODS` while the node does not serve, so
 no method checks the role itself.
 """

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from client.daemon.etcd.errors import ChangeTooLarge
-from client.daemon.etcd.wire import Compare, RequestOp
+from client._server.etcd.errors import ChangeTooLarge
+from client._server.etcd.wire import Compare, RequestOp
 
 MAX_TXN_OPS = 128
 MAX_TXN_BYTES = 1024 * 1024

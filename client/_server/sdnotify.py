@@ -16,7 +16,7 @@ failures are logged at debug level and reported through the ``bool`` result.
 
 Typical use in a daemon's main coroutine::
 
-    from client.daemon import sdnotify
+    from client._server import sdnotify
 
     watchdog = asyncio.create_task(sdnotify.watchdog_loop(lambda: server.healthy))
     ...

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import IO
 
 from client import paths
-from client.daemon import sdnotify
-from client.daemon.etcd.leader import DEFAULT_TTL
-from client.daemon.etcd.url import EtcdStoreUrl, parse_store_url
-from client.daemon.roles import default_node_name
-from client.daemon.server import RpcServer, install_eager_tasks
+from client._server import sdnotify
+from client._server.etcd.leader import DEFAULT_TTL
+from client._server.etcd.url import EtcdStoreUrl, parse_store_url
+from client._server.roles import default_node_name
+from client._server.server import RpcServer, install_eager_tasks
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from client.daemon.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, pack
-from client.daemon.etcd.client import EtcdClient
-from client.daemon.etcd.errors import CompareFailed, EtcdError, Fenced, OutcomeUnknown
-from client.daemon.etcd.wire import (
+from client._server.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, pack
+from client._server.etcd.client import EtcdClient
+from client._server.etcd.errors import CompareFailed, EtcdError, Fenced, OutcomeUnknown
+from client._server.etcd.wire import (
     Compare,
     KeyValue,
     RequestOp,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from client import __version__
+from client._server.metrics import Registry
+from client._server.roles import Role, SingleNode
 from client.api.common import RoleInfo, VersionInfo
-from client.daemon.roles import Role, SingleNode
-from client.metrics import Registry
 from client.protocol import PROTOCOL_VERSION
 
 

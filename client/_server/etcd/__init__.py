@@ -2,8 +2,8 @@
 
 wconfd and luxid both keep their state in etcd when started with `--store etcd://…`, both
 need the same client and the same fencing rule, and wconfd's leader election decides the role
-of both; so the code lives here, in the daemon toolkit both share (`client.daemon`, SPEC §1),
-not in either daemon. Client code (stubs, CLI, rapi) never imports it.
+of both; so the code lives here, in the server toolkit both share (`client._server`), not in
+either daemon. Client code (stubs, CLI, rapi) never imports it.
 
 Modules:
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import msgspec
 
+from client._server.roles import STANDBY_METHODS, Role, not_master
 from client.api.declare import Api, MethodSpec
-from client.daemon.roles import STANDBY_METHODS, Role, not_master
 from client.errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, RpcError
 from client.protocol import Request
 

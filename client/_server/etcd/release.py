@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from client.daemon.etcd.client import EtcdClient
+from client._server.etcd.client import EtcdClient
 from client.errors import StorageError
 from client.etcd_binary import crash_unsafe, parse_release
 
