@@ -1,6 +1,6 @@
 """luxid on etcd (SPEC §13): serve while this node is master, stand by otherwise.
 
-The imperative shell around luxid.role (who is master), luxid.store.etcd (the jobs) and
+The imperative shell around luxid.role (who is master), luxid.storage.etcd (the jobs) and
 luxid.takeover (what happens to a failed master's jobs):
 
 - the node becomes master (the leader key holds its name): open the job store fenced by
@@ -35,7 +35,7 @@ from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
 from client.errors import StorageError
 from luxid.role import LeaderFollower, standby_methods
-from luxid.store.etcd import EtcdJobStore
+from luxid.storage.etcd import EtcdJobStore
 from luxid.takeover import take_over
 from luxid.term import KILL_AFTER, LuxidTerm, stop_job_processes
 

@@ -18,7 +18,7 @@ from luxid.drains.record import KILL_AFTER
 from luxid.ha import HaLuxid
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.shutdown import finish_tasks
-from luxid.store import JobStore, open_store
+from luxid.storage import JobStore, open_store
 from luxid.term import LuxidTerm
 
 # The stop budget: each step of luxid's way out waits at most this long (SPEC §10).

@@ -45,7 +45,7 @@ from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError
 from luxid.scheduling import Scheduler
 from luxid.shutdown import bounded
-from luxid.store import JobStore
+from luxid.storage import JobStore
 
 log = logging.getLogger(__name__)
 

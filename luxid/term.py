@@ -24,7 +24,7 @@ from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
 from luxid.service import LuxidService
-from luxid.store import JobStore
+from luxid.storage import JobStore
 from luxid.wconfd_link import WconfdLink
 
 log = logging.getLogger(__name__)
