@@ -12,7 +12,7 @@ One decision path, event-driven, on the event loop:
   (a drain job ended, a config change, a timer, an operator call) read it again.
 - a pass gathers the facts of the drains' jobs *before* reading the configuration, so
   the view is at least as new as every job end it is fed with; runs `moves.step` over
-  the node drains and `queue.step` over the queue drain; carries out the effects in
+  the node drains and `queue_drain.step` over the queue drain; carries out the effects in
   order (an internal submit the drain flag does not refuse, cancels, priority changes,
   the queue drain's filter rule) and reports each back to the core; only then writes the
   changed records to wconfd (`drains`), so a crash in between leaves jobs that the next
@@ -54,9 +54,9 @@ from luxid.drains import (
     next_timer,
     node,
     node_target,
+    queue_drain,
     view_from_config,
 )
-from luxid.drains import queue as queue_core
 from luxid.drains.effects import TAG_SOURCE
 from luxid.drains.record import FINALIZED, KILL_AFTER
 from luxid.drains.view import place
@@ -293,7 +293,7 @@ class DrainService:
         records, more = moves.step(base, view, jobs, now, place)
         queued = records.get(QUEUE_TARGET)
         if queued is not None:
-            records[QUEUE_TARGET], extra = queue_core.step(queued, jobs, now, self.kill_after)
+            records[QUEUE_TARGET], extra = queue_drain.step(queued, jobs, now, self.kill_after)
             more += extra
         effects = effects + more
         records = await self._carry_out(records, effects, now)
@@ -326,7 +326,7 @@ class DrainService:
                 for job in self.queue.live.jobs.values()
                 if job.id <= rule.watermark and not is_finalized(job)
             ]
-            return queue_core.filter_set(record, rule.watermark, unfinished, now)
+            return queue_drain.filter_set(record, rule.watermark, unfinished, now)
         with contextlib.suppress(errors.NotFound):  # archived or removed meanwhile
             if isinstance(effect, CancelJob):
                 await self.queue.cancel(effect.job_id, effect.kill)
@@ -421,7 +421,7 @@ class DrainService:
 
     async def drain_queue(self, mode: str, deadline: float | None, message: str) -> DrainStatus:
         def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
-            records[QUEUE_TARGET] = queue_core.drain_queue(
+            records[QUEUE_TARGET] = queue_drain.drain_queue(
                 records.get(QUEUE_TARGET), now, mode=mode, deadline=deadline, message=message
             )
             return []
@@ -434,7 +434,7 @@ class DrainService:
             return
 
         def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
-            records[QUEUE_TARGET], effects = queue_core.undrain_queue(records[QUEUE_TARGET], now)
+            records[QUEUE_TARGET], effects = queue_drain.undrain_queue(records[QUEUE_TARGET], now)
             return effects
 
         await self._operate(QUEUE_TARGET, change)
