@@ -3,7 +3,7 @@ luxid.filters to the live jobs, the store, the job processes and the clocks.
 
 luxid decides on one thread: everything here runs on the event loop.  The decisions are
 made by pure functions (the transitions, `apply_report`, `select_jobs` through
-luxid.scheduling) with the one filter set of luxid.active_filters, and this class does
+luxid.scheduler) with the one filter set of luxid.active_filters, and this class does
 what they say: persist (luxid.live_jobs, the one write path), start and signal processes
 (luxid.processes), wake watchers.  The store's worker thread only writes.
 """
@@ -43,7 +43,7 @@ from luxid.jobs.reports import apply_report, first_directive
 from luxid.live_jobs import LiveJobs
 from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError
-from luxid.scheduling import Scheduler
+from luxid.scheduler import Scheduler
 from luxid.shutdown import bounded
 from luxid.storage import JobStore
 

@@ -49,7 +49,7 @@ from luxid.jobs.model import (
     resolve_dependency,
     validate_ops,
 )
-from luxid.jobs.scheduler import (
+from luxid.jobs.selection import (
     REASON_MAX_RUNNING,
     Selection,
     fill_free_slots,

@@ -35,7 +35,7 @@ from luxid.jobs import (
     unpause_job,
 )
 from luxid.jobs.deps import StatusOf
-from luxid.jobs.scheduler import BucketsOf, VerdictOf
+from luxid.jobs.selection import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
 
 Select = Callable[[Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
