@@ -58,7 +58,7 @@ from luxid.drains import (
     view_from_config,
 )
 from luxid.drains.effects import TAG_SOURCE
-from luxid.drains.record import FINALIZED, KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED
 from luxid.drains.view import place
 from luxid.jobs import Job, is_finalized, job_status
 from luxid.queue import MAX_WAIT, Queue
@@ -126,7 +126,7 @@ class DrainService:
         submit: SubmitFn,
         put_rule: PutRuleFn,
         drop_rule: DropRuleFn,
-        kill_after: float = KILL_AFTER,
+        kill_after: float = DRAIN_KILL_GRACE,
     ) -> None:
         self.queue = queue
         self.kill_after = kill_after  # a queue drain's deadline: when to kill (§12.2)

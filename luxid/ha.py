@@ -37,7 +37,7 @@ from client.errors import StorageError
 from luxid.role import LeaderFollower, standby_methods
 from luxid.storage.etcd import EtcdJobStore
 from luxid.takeover import take_over
-from luxid.term import KILL_AFTER, LuxidTerm, stop_job_processes
+from luxid.term import STOP_GRACE, LuxidTerm, stop_job_processes
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class HaLuxid:
         make_term: MakeTerm,
         *,
         stop_timeout: float,
-        kill_after: float = KILL_AFTER,
+        kill_after: float = STOP_GRACE,
     ) -> None:
         self.url = url
         self.node = node

@@ -14,7 +14,7 @@ from client._server.runner import StartupError, daemon_parser, run_daemon, serve
 from client._server.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
-from luxid.drains.record import KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE
 from luxid.ha import HaLuxid
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.shutdown import finish_tasks
@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drain-kill-after",
         type=float,
-        default=KILL_AFTER,
+        default=DRAIN_KILL_GRACE,
         metavar="SECONDS",
         help="a queue drain's deadline cancels the jobs accepted before it; those still "
-        f"running this long after it are killed (SPEC §12.2; default {KILL_AFTER:g})",
+        f"running this long after it are killed (SPEC §12.2; default {DRAIN_KILL_GRACE:g})",
     )
     args = parser.parse_args(argv)
     if not args.drain_kill_after >= 0:

@@ -27,7 +27,7 @@ from client.api.luxi import (
 from client.filterrules import FilterRule
 from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.drain_service import DrainService
-from luxid.drains.record import KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE
 from luxid.jobs import register_summary_field, validate_ops
 from luxid.jobs.fields import SUMMARY_FIELDS
 from luxid.queue import Queue
@@ -49,7 +49,7 @@ class LuxidService(CommonMethods):
     """Implements client.api.luxi.LuxiApi over a Queue and a WconfdLink."""
 
     def __init__(
-        self, queue: Queue, config: WconfdLink, drain_kill_after: float = KILL_AFTER
+        self, queue: Queue, config: WconfdLink, drain_kill_after: float = DRAIN_KILL_GRACE
     ) -> None:
         self.queue = queue
         self.config = config

@@ -19,7 +19,7 @@ from client._server.dispatch import Handler, build_methods
 from client._server.metrics import instrument
 from client.api.luxi import LuxiApi
 from client.identity import ProcessKey, is_alive
-from luxid.drains.record import KILL_AFTER as DRAIN_KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
@@ -29,8 +29,9 @@ from luxid.wconfd_link import WconfdLink
 
 log = logging.getLogger(__name__)
 
-# SPEC §13: a master that lost its role stops its job processes, SIGKILL after this long.
-KILL_AFTER = 10.0
+# The stop's grace: a master that lost its role SIGTERMs its job processes (a standby must
+# run nothing) and SIGKILLs those still alive this long after.
+STOP_GRACE = 10.0
 
 
 @dataclass
@@ -49,7 +50,7 @@ class LuxidTerm:
         sweep_interval: float,
         wconfd_socket: Path,
         *,
-        drain_kill_after: float = DRAIN_KILL_AFTER,
+        drain_kill_after: float = DRAIN_KILL_GRACE,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `drain_kill_after`: how long after a queue drain's
@@ -81,7 +82,7 @@ class LuxidTerm:
         await self.queue.close(timeout)
 
 
-async def stop_job_processes(keys: list[ProcessKey], kill_after: float = KILL_AFTER) -> None:
+async def stop_job_processes(keys: list[ProcessKey], kill_after: float = STOP_GRACE) -> None:
     """SIGTERM each process, then SIGKILL those still alive after `kill_after` s."""
     alive = [key for key in keys if signal_process(key, signal.SIGTERM)]
     loop = asyncio.get_running_loop()
