@@ -71,7 +71,6 @@ class Queue:
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
         self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
-        self._slots: set[int] = set()  # jobs holding a slot: a process, or one being started
         # Unfinished jobs by the job they depend on: the end of a job that held no slot
         # concerns only them (no slot, rate limit or bucket was freed).
         self._dependents: dict[int, set[int]] = {}
@@ -79,7 +78,7 @@ class Queue:
         self._starting: dict[int, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.scheduler = Scheduler(
-            self.live, self.filters, self._slots, self._unfinished,
+            self.live, self.filters, self._unfinished,
             start=lambda job_id: self._background(self._start(job_id)),
             pause=self._tell_paused,
             finished=self._finished_maybe,
@@ -101,7 +100,7 @@ class Queue:
                 continue
             key = ProcessKey(job.process_id, job.process_start or 0.0)
             if is_alive(key):
-                self._slots.add(job.id)
+                self.scheduler.take_slot(job.id)
                 self.procs.attach(job.id, key)
                 log.info("job %d: reattached to its process %d", job.id, key.pid)
             else:
@@ -235,7 +234,7 @@ class Queue:
         return {
             "drained": self.drained,
             "max_running_jobs": self.scheduler.max_running_jobs or DEFAULT_MAX_RUNNING_JOBS,
-            "running": len(self._slots),
+            "running": self.scheduler.slots_taken,
             "counts": counts,
             "filters": len(self.filters),
         }
@@ -347,14 +346,14 @@ class Queue:
             job = self.live.get(job_id)
             if job is None or is_finalized(job):  # canceled while starting: it did nothing
                 self.procs.signal(key, signal.SIGKILL)
-                self._slots.discard(job_id)
+                self.scheduler.release_slot(job_id)
                 return
             await self.live.commit([start_job(job, time.time(), key.pid, key.start_time)])
             if not is_alive(key):  # died before its start was recorded
                 self.process_exited(job_id, key)
         except errors.RpcError as exc:
             log.error("job %d: cannot record its start: %s", job_id, exc.message)
-            self._slots.discard(job_id)
+            self.scheduler.release_slot(job_id)
         finally:
             started.set_result(None)
             del self._starting[job_id]
@@ -371,7 +370,7 @@ class Queue:
         new = process_exited(job, time.time())
         if new is job:  # finalized before its process ended: its slot is free already
             return
-        self._slots.discard(job_id)
+        self.scheduler.release_slot(job_id)
         if not is_finalized(new):
             log.info("job %d: paused; its process %d ended", job_id, key.pid)
         else:
@@ -393,8 +392,7 @@ class Queue:
         """
         if not is_finalized(job):
             return False
-        held_slot = job.id in self._slots
-        self._slots.discard(job.id)
+        held_slot = self.scheduler.release_slot(job.id)
         self._unfinished.discard(job.id)
         self.filters.forget(job.id)
         dependents = self._dependents.pop(job.id, ())

@@ -49,18 +49,20 @@ MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
 class Scheduler:
     """Runs passes over the live jobs and carries out their selection.
 
-    `slots` (jobs holding a slot: a process, or one being started) and `unfinished` (the
-    ids of non-finalized live jobs) are the queue's sets, shared.  The queue is told
-    through three callbacks: `start(job_id)` (a slot is taken: start its process),
-    `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
-    `finished(job)` (a job the pass finalized).
+    The scheduler owns the slots: the jobs holding one (a process, or one being started).
+    A pass takes a slot for each job it starts; the queue hands one over for a reattached
+    process (`take_slot`) and gives it back when the job ends or its start fails
+    (`release_slot`).  `unfinished` (the ids of non-finalized live jobs) is the queue's
+    set, read here and pruned of jobs found gone.  The queue is told through three
+    callbacks: `start(job_id)` (a slot is taken: start its process), `pause(job)` (tell
+    the job's process to look: a PAUSE rule applies), and `finished(job)` (a job the pass
+    finalized).
     """
 
     def __init__(
         self,
         live: LiveJobs,
         filters: ActiveFilters,
-        slots: set[int],
         unfinished: set[int],
         start: Callable[[int], None],
         pause: Callable[[Job], None],
@@ -68,7 +70,7 @@ class Scheduler:
     ) -> None:
         self.live = live
         self.filters = filters
-        self.slots = slots
+        self._slots: set[int] = set()
         self.unfinished = unfinished
         self._start = start
         self._pause = pause
@@ -85,6 +87,27 @@ class Scheduler:
         self._handle: asyncio.Handle | None = None
         self._last_full_pass = 0.0
         self._gap = MIN_PASS_GAP
+
+    # -- slots ---------------------------------------------------------------------------
+
+    @property
+    def slots_taken(self) -> int:
+        """How many jobs hold a slot (query_queue_info's `running`)."""
+        return len(self._slots)
+
+    def take_slot(self, job_id: int) -> None:
+        """A job holds a slot without a pass having started it (its process survived
+        luxid and was reattached)."""
+        self._slots.add(job_id)
+
+    def release_slot(self, job_id: int) -> bool:
+        """The job no longer holds a slot; True if it held one.  Requests no pass: the
+        caller says what the freed slot means (`slot_freed`, `request_pass`)."""
+        held = job_id in self._slots
+        self._slots.discard(job_id)
+        return held
+
+    # -- passes --------------------------------------------------------------------------
 
     def request_pass(self, new: Iterable[int] | None = None) -> None:
         """Ask for a scheduling pass: of `new` jobs only, or a full one.
@@ -154,10 +177,10 @@ class Scheduler:
         """The jobs holding a slot (finalized ones let go of theirs)."""
         jobs = self.live.jobs
         running: list[Job] = []
-        for job_id in list(self.slots):
+        for job_id in list(self._slots):
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
-                self.slots.discard(job_id)
+                self._slots.discard(job_id)
             else:
                 running.append(job)
         return running
@@ -170,7 +193,7 @@ class Scheduler:
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
                 self.unfinished.discard(job_id)
-            elif job_id not in self.slots:
+            elif job_id not in self._slots:
                 queued.append(job)
         return queued
 
@@ -195,7 +218,7 @@ class Scheduler:
         while order and order[0] not in self.unfinished:
             order.popleft()
         for job_id in order:
-            if job_id in self.slots or job_id not in self.unfinished:
+            if job_id in self._slots or job_id not in self.unfinished:
                 continue
             job = jobs.get(job_id)
             if job is not None and not is_finalized(job):
@@ -246,5 +269,5 @@ class Scheduler:
         for job_id in pause:
             self._pause(jobs[job_id])
         for job_id in start:
-            self.slots.add(job_id)
+            self._slots.add(job_id)
             self._start(job_id)
