@@ -50,7 +50,8 @@ class LiveJobs:
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
         self.serial = ChangeSerial()  # wait_queue_change: bumped with every notification
-        # Told the ids of every durable change (the drains follow their jobs with it).
+        # Told the ids of every durable change (the drains follow their jobs with it; set
+        # by luxid.term through Queue.tell_job_changes).
         self.on_change: Callable[[list[int]], None] | None = None
 
     # -- reads -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -23,6 +23,7 @@ from client import errors
 from client._server.metrics import Registry
 from client._server.server import Connection
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
+from client.filterrules import FilterRule
 from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
@@ -145,6 +146,24 @@ class Queue:
         if changed:
             self.request_pass()
 
+    # -- filter rules ----------------------------------------------------------------------
+
+    def rule_written(self, rule: FilterRule) -> None:
+        """luxid wrote a rule to wconfd (luxid.filter_writes): judge by it at once."""
+        self.filters.put(rule)
+        self.request_pass()
+
+    def rule_removed(self, uuid: str) -> None:
+        """luxid removed a rule from wconfd (luxid.filter_writes): judge without it."""
+        self.filters.remove(uuid)
+        self.request_pass()
+
+    def filter_rows(
+        self, uuids: Sequence[str] | None, fields: Sequence[str] | None
+    ) -> list[list[Any]]:
+        """query_filters' answer: the rules the next submit is judged by."""
+        return self.filters.rows(uuids, fields)
+
     # -- submit --------------------------------------------------------------------------
 
     async def submit(self, jobs: list[list[Opcode]], *, internal: bool = False) -> list[Job]:
@@ -181,6 +200,33 @@ class Queue:
         self.live.serial.bump()
 
     # -- queries -------------------------------------------------------------------------
+
+    @property
+    def last_job_id(self) -> int:
+        """The last job id handed out (a new filter rule's watermark)."""
+        return self.live.last_id
+
+    def jobs(self) -> Iterable[Job]:
+        """The live jobs (not archived)."""
+        return self.live.jobs.values()
+
+    def get(self, job_id: int) -> Job | None:
+        """A live job, or None."""
+        return self.live.get(job_id)
+
+    def find(self, job_id: int) -> Job | None:
+        """A live or archived job, or None if there never was such a job."""
+        return self.live.find(job_id)
+
+    def tell_job_changes(self, listener: Callable[[list[int]], None]) -> None:
+        """Have `listener` told the ids of every durable job change (the drains follow
+        their jobs so)."""
+        self.live.on_change = listener
+
+    async def wait_change(self, since_serial: int, timeout: float) -> int:
+        """wait_queue_change: the queue's change serial once it moved past `since_serial`
+        (or at the timeout)."""
+        return await self.live.serial.wait(since_serial, timeout)
 
     def query(self, ids: list[int] | None, fields: list[str]) -> list[list[Any] | None]:
         """query_jobs rows; archived jobs are read from the store."""

@@ -1,5 +1,12 @@
-"""One term of serving: a job store, the queue over it, the link to wconfd and the RPC
-methods — what luxid runs while it is master.
+"""One term of serving: a job store, the queue over it, the link to wconfd, the filter
+writes, the drains and the RPC methods — what luxid runs while it is master.
+
+`LuxidTerm.start` is the one place where luxid's parts are built and connected; read it
+to see who calls whom.  Requests go by plain calls: the RPC methods (luxid.service) call
+the queue, the filter writes and the drains; the drains call the queue and the filter
+writes.  Two events go the other way, and both are connected there: the link's reads of
+the configuration (to the queue, then the drains) and the queue's durable job changes
+(to the drains).
 
 On local storage luxid has one term from start to stop. On etcd (SPEC §13) it has one per
 mastership (luxid.ha): each loads the state afresh, and a term that ends stops its job
@@ -14,12 +21,15 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from client._server.dispatch import Handler, build_methods
 from client._server.metrics import instrument
 from client.api.luxi import LuxiApi
 from client.identity import ProcessKey, is_alive
+from luxid.drain_service import DrainService
 from luxid.drains.record import DRAIN_KILL_GRACE
+from luxid.filter_writes import FilterWrites
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
@@ -36,10 +46,11 @@ STOP_GRACE = 10.0
 
 @dataclass
 class LuxidTerm:
-    """The queue, wconfd link and service over one opened store."""
+    """The queue, wconfd link, drains and service over one opened store."""
 
     queue: Queue
-    config: WconfdLink
+    link: WconfdLink
+    drains: DrainService
     service: LuxidService
 
     @classmethod
@@ -55,13 +66,30 @@ class LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `drain_kill_after`: how long after a queue drain's
         deadline its canceled jobs still running are killed (§12.2)."""
+        # The parts, each given the parts it calls.
         queue = Queue(store, make_spawner, sweep_interval)
-        config = WconfdLink(wconfd_socket, queue.config_changed)
-        term = cls(queue, config, LuxidService(queue, config, drain_kill_after))
+        link = WconfdLink(wconfd_socket)
+        filter_writes = FilterWrites(link, queue)
+        drains = DrainService(
+            queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
+        )
+        service = LuxidService(queue, filter_writes, drains)
+        term = cls(queue, link, drains, service)
+        # The events, before anything can happen.
+        link.on_config = term.config_read
+        queue.tell_job_changes(drains.jobs_changed)
+        # Then start: reattach the surviving job processes, follow the configuration,
+        # resume the drains.
         await queue.open()
-        config.start()
-        term.service.drains.start()
+        link.start()
+        drains.start()
         return term
+
+    def config_read(self, max_running_jobs: int, filters: list[Any]) -> None:
+        """The link read the configuration after a change: the queue takes its settings
+        (and schedules if they changed), then the drains see whether to re-plan."""
+        self.queue.config_changed(max_running_jobs, filters)
+        self.drains.config_changed()
 
     def methods(self) -> dict[str, Handler]:
         """The dispatch table of this term (counted in the service's metrics)."""
@@ -71,14 +99,14 @@ class LuxidTerm:
         """The processes of the term's unfinished jobs."""
         return [
             ProcessKey(job.process_id, job.process_start or 0.0)
-            for job in self.queue.live.jobs.values()
+            for job in self.queue.jobs()
             if job.process_id is not None and not is_finalized(job)
         ]
 
     async def close(self, timeout: float) -> None:
         """Stop the drains, the link and the queue (job processes keep running)."""
-        await self.service.drains.close()
-        await self.config.close(timeout)
+        await self.drains.close()
+        await self.link.close(timeout)
         await self.queue.close(timeout)
 
 
