@@ -71,19 +71,18 @@ class Queue:
         self.filters = ActiveFilters(self.metrics)
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
-        self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
-        # Unfinished jobs by the job they depend on: the end of a job that held no slot
-        # concerns only them (no slot, rate limit or bucket was freed).
-        self._dependents: dict[int, set[int]] = {}
-        self._note_dependencies(self.live.jobs[i] for i in self._unfinished)
         self._starting: dict[int, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.scheduler = Scheduler(
-            self.live, self.filters, self._unfinished,
+            self.live, self.filters,
             start=lambda job_id: self._background(self._start(job_id)),
             pause=self._tell_paused,
             finished=self._finished_maybe,
         )  # fmt: skip
+        # Unfinished jobs by the job they depend on: the end of a job that held no slot
+        # concerns only them (no slot, rate limit or bucket was freed).
+        self._dependents: dict[int, set[int]] = {}
+        self._note_dependencies(self.live.jobs[i] for i in self.scheduler.unfinished)
         self.request_pass = self.scheduler.request_pass
         # Set once the configuration was first read: until then luxid does not know the
         # filters, so it judges no submit and shows no rules (what query_filters shows is
@@ -187,7 +186,7 @@ class Queue:
                 self.filters.forget(job_id)
             raise
         fresh = [job.id for job in stored if not is_finalized(job)]
-        self._unfinished.update(fresh)
+        self.scheduler.jobs_added(fresh)
         self._note_dependencies(job for job in stored if job.depends and job.id in fresh)
         self.request_pass(new=fresh)
         self.scheduler.place_new_jobs()
@@ -269,7 +268,7 @@ class Queue:
 
     def overview(self, queued: int, recent: int) -> QueueOverview:
         """query_queue_overview's answer (luxid.overview): O(unfinished), not O(queue) rows."""
-        return queue_overview(self.live.jobs, self._unfinished, queued, recent)
+        return queue_overview(self.live.jobs, self.scheduler.unfinished, queued, recent)
 
     def queue_info(self) -> dict[str, Any]:
         """query_queue_info's answer."""
@@ -438,8 +437,7 @@ class Queue:
         """
         if not is_finalized(job):
             return False
-        held_slot = self.scheduler.release_slot(job.id)
-        self._unfinished.discard(job.id)
+        held_slot = self.scheduler.job_finalized(job.id)
         self.filters.forget(job.id)
         dependents = self._dependents.pop(job.id, ())
         if held_slot:

@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 
 from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
@@ -49,21 +50,26 @@ MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
 class Scheduler:
     """Runs passes over the live jobs and carries out their selection.
 
-    The scheduler owns the slots: the jobs holding one (a process, or one being started).
-    A pass takes a slot for each job it starts; the queue hands one over for a reattached
-    process (`take_slot`) and gives it back when the job ends or its start fails
-    (`release_slot`).  `unfinished` (the ids of non-finalized live jobs) is the queue's
-    set, read here and pruned of jobs found gone.  The queue is told through three
-    callbacks: `start(job_id)` (a slot is taken: start its process), `pause(job)` (tell
-    the job's process to look: a PAUSE rule applies), and `finished(job)` (a job the pass
-    finalized).
+    The scheduler owns the two sets its passes work on, and the queue changes them by
+    plain calls:
+
+    - the slots, the jobs holding one (a process, or one being started): a pass takes a
+      slot for each job it starts; the queue hands one over for a reattached process
+      (`take_slot`) and gives it back when a job's process ends or its start fails
+      (`release_slot`);
+    - the unfinished jobs (ids of non-finalized live jobs), the candidates of a pass: the
+      queue adds submitted ones (`jobs_added`) and removes finalized ones with their slot
+      (`job_finalized`); a pass drops those it finds gone.
+
+    The queue is told through three callbacks: `start(job_id)` (a slot is taken: start its
+    process), `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
+    `finished(job)` (a job the pass finalized).
     """
 
     def __init__(
         self,
         live: LiveJobs,
         filters: ActiveFilters,
-        unfinished: set[int],
         start: Callable[[int], None],
         pause: Callable[[Job], None],
         finished: Callable[[Job], object],
@@ -71,7 +77,7 @@ class Scheduler:
         self.live = live
         self.filters = filters
         self._slots: set[int] = set()
-        self.unfinished = unfinished
+        self._unfinished: set[int] = {j.id for j in live.jobs.values() if not is_finalized(j)}
         self._start = start
         self._pause = pause
         self._finished = finished
@@ -106,6 +112,24 @@ class Scheduler:
         held = job_id in self._slots
         self._slots.discard(job_id)
         return held
+
+    # -- unfinished jobs -----------------------------------------------------------------
+
+    @property
+    def unfinished(self) -> AbstractSet[int]:
+        """The ids of the non-finalized live jobs (finalized ones may linger until a pass
+        or `job_finalized` drops them)."""
+        return self._unfinished
+
+    def jobs_added(self, ids: Iterable[int]) -> None:
+        """New unfinished jobs were stored (a submit); `request_pass` examines them."""
+        self._unfinished.update(ids)
+
+    def job_finalized(self, job_id: int) -> bool:
+        """A job was finalized: it is no candidate any more and lets go of its slot; True
+        if it held one.  Requests no pass (see `release_slot`)."""
+        self._unfinished.discard(job_id)
+        return self.release_slot(job_id)
 
     # -- passes --------------------------------------------------------------------------
 
@@ -192,7 +216,7 @@ class Scheduler:
         for job_id in sorted(candidates):
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
-                self.unfinished.discard(job_id)
+                self._unfinished.discard(job_id)
             elif job_id not in self._slots:
                 queued.append(job)
         return queued
@@ -212,13 +236,13 @@ class Scheduler:
         skipped, so a fill pass costs what it examines, not the length of the queue.
         """
         if self._order is None:
-            ordered = sorted(self._queued(self.unfinished), key=queue_order)
+            ordered = sorted(self._queued(self._unfinished), key=queue_order)
             self._order = deque(job.id for job in ordered)
         order, jobs = self._order, self.live.jobs
-        while order and order[0] not in self.unfinished:
+        while order and order[0] not in self._unfinished:
             order.popleft()
         for job_id in order:
-            if job_id in self._slots or job_id not in self.unfinished:
+            if job_id in self._slots or job_id not in self._unfinished:
                 continue
             job = jobs.get(job_id)
             if job is not None and not is_finalized(job):
@@ -227,7 +251,7 @@ class Scheduler:
     def _select(self, full: bool, new: set[int], max_running: int) -> None:
         """One pass: the pure selection over the queued and running jobs, then apply it."""
         running = self._running()
-        queued = self._queued(self.unfinished if full else new & self.unfinished)
+        queued = self._queued(self._unfinished if full else new & self._unfinished)
         if not queued and not (full and running):
             return
         self._decide(select_jobs, queued, running, max_running)
