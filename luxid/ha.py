@@ -30,6 +30,7 @@ from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import Fenced
 from client._server.etcd.url import EtcdStoreUrl
 from client._server.metrics import Registry
+from client._server.roles import Role
 from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 # node is still master.
 RETRY_PAUSE = 0.5
 
-MakeTerm = Callable[[EtcdJobStore], Awaitable[LuxidTerm]]
+# A term over the store, whose get_role answers what this node's role (`self`) says.
+MakeTerm = Callable[[EtcdJobStore, Role], Awaitable[LuxidTerm]]
 
 
 class HaLuxid:
@@ -184,8 +186,7 @@ class HaLuxid:
                 changed = take_over(store.load_live(), store.gates(), time.time())
             await asyncio.to_thread(store.claim, changed)
             self.token = token
-            self.term = await self.make_term(store)
-            self.term.service.role = self
+            self.term = await self.make_term(store, self)
         except BaseException:
             self.token = 0
             await asyncio.to_thread(store.close)

@@ -18,6 +18,7 @@ from typing import Any
 
 from client import errors
 from client._server.common import CommonMethods
+from client._server.roles import Role
 from client._server.server import Connection
 from client.api.luxi import (
     Directive,
@@ -39,8 +40,14 @@ class LuxidService(CommonMethods):
     """Implements client.api.luxi.LuxiApi over the queue, the filter writes and the
     drains (built by luxid.term)."""
 
-    def __init__(self, queue: Queue, filter_writes: FilterWrites, drains: DrainService) -> None:
-        super().__init__(queue.metrics)
+    def __init__(
+        self,
+        queue: Queue,
+        filter_writes: FilterWrites,
+        drains: DrainService,
+        role: Role | None = None,
+    ) -> None:
+        super().__init__(queue.metrics, role)
         self.queue = queue
         self.filter_writes = filter_writes
         self.drains = drains

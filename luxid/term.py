@@ -25,6 +25,7 @@ from typing import Any
 
 from client._server.dispatch import Handler, build_methods
 from client._server.metrics import instrument
+from client._server.roles import Role
 from client.api.luxi import LuxiApi
 from client.identity import ProcessKey, is_alive
 from luxid.drain_service import DrainService
@@ -61,11 +62,13 @@ class LuxidTerm:
         sweep_interval: float,
         wconfd_socket: Path,
         *,
+        role: Role | None = None,
         drain_kill_after: float = DRAIN_KILL_GRACE,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
-        wconfd's configuration.  `drain_kill_after`: how long after a queue drain's
-        deadline its canceled jobs still running are killed (§12.2)."""
+        wconfd's configuration.  `role`: what get_role answers (default: the single node
+        of a local store).  `drain_kill_after`: how long after a queue drain's deadline
+        its canceled jobs still running are killed (§12.2)."""
         # The parts, each given the parts it calls.
         queue = Queue(store, make_spawner, sweep_interval)
         link = WconfdLink(wconfd_socket)
@@ -73,7 +76,7 @@ class LuxidTerm:
         drains = DrainService(
             queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
         )
-        service = LuxidService(queue, filter_writes, drains)
+        service = LuxidService(queue, filter_writes, drains, role)
         term = cls(queue, link, drains, service)
         # The events, before anything can happen.
         link.on_config = term.config_read
