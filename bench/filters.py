@@ -33,7 +33,7 @@ from client import LuxiClient
 from luxid.filters import FilterRule
 from luxid.jobs import new_job
 from luxid.queue import Queue
-from luxid.store import SqliteJobStore
+from luxid.storage import SqliteJobStore
 
 OP_IDS = ["OP_TEST_DELAY", "OP_NODE_ADD", "OP_INSTANCE_CREATE", "OP_INSTANCE_MIGRATE",
           "OP_INSTANCE_REPLACE_DISKS", "OP_NODE_EVACUATE", "OP_CLUSTER_VERIFY"]  # fmt: skip

@@ -1,10 +1,14 @@
 """luxid's drain shell (SPEC §12): runs the pure core of luxid.drains on events and does
-what it says, with the queue's own write paths.
+what it says by plain calls to the parts that own each thing: a drain's jobs are
+submitted, canceled and reprioritized through the queue (luxid.queue.Queue, checked by
+luxid.job_check as any job), the queue drain's rule is written through
+luxid.filter_writes, and the records are kept in wconfd through luxid.wconfd_link.
+luxid.term builds the service and connects the two events it follows.
 
 One decision path, event-driven, on the event loop:
 
-- a pass runs when a drain job changes status (`jobs_changed`, from luxid.live_jobs), the
-  configuration changes (`config_changed`, from luxid.wconfd_link), an operator calls a
+- a pass runs when a drain job changes status (`jobs_changed`, told by the queue), the
+  configuration changes (`config_changed`, after luxid.wconfd_link read it), an operator calls a
   drain method, a deadline timer of the heap fires, and once more after effects were
   carried out; never on a timer alone.  Requests made while a pass runs coalesce into
   one more pass, and passes for job events are at least PASS_SPACING apart (a due
@@ -12,7 +16,7 @@ One decision path, event-driven, on the event loop:
   (a drain job ended, a config change, a timer, an operator call) read it again.
 - a pass gathers the facts of the drains' jobs *before* reading the configuration, so
   the view is at least as new as every job end it is fed with; runs `moves.step` over
-  the node drains and `queue.step` over the queue drain; carries out the effects in
+  the node drains and `queue_drain.step` over the queue drain; carries out the effects in
   order (an internal submit the drain flag does not refuse, cancels, priority changes,
   the queue drain's filter rule) and reports each back to the core; only then writes the
   changed records to wconfd (`drains`), so a crash in between leaves jobs that the next
@@ -28,15 +32,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import msgspec
 
 from client import errors
 from client._server.metrics import Registry
-from client.api.luxi import DrainChange, DrainStatus, Opcode
-from client.filterrules import FilterRule
+from client.api.luxi import DrainChange, DrainStatus
 from luxid.drains import (
     QUEUE_TARGET,
     CancelJob,
@@ -54,21 +56,20 @@ from luxid.drains import (
     next_timer,
     node,
     node_target,
+    queue_drain,
     view_from_config,
 )
-from luxid.drains import queue as queue_core
 from luxid.drains.effects import TAG_SOURCE
-from luxid.drains.record import FINALIZED, KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED
 from luxid.drains.view import place
+from luxid.filter_writes import FilterWrites
+from luxid.job_check import check_job
 from luxid.jobs import Job, is_finalized, job_status
 from luxid.queue import MAX_WAIT, Queue
 from luxid.wconfd_link import RETRY_MAX, RETRY_MIN, WconfdLink
 
 log = logging.getLogger(__name__)
 
-SubmitFn = Callable[[list[Opcode]], Awaitable[int]]
-PutRuleFn = Callable[[str, int, list[Any], Any, list[Any]], Awaitable[FilterRule]]
-DropRuleFn = Callable[[str], Awaitable[None]]
 # The least time between two passes made for job events (see `_run`).
 PASS_SPACING = 0.1
 Change = Callable[[dict[str, DrainRecord], ClusterView, float], list[Effect]]
@@ -121,20 +122,16 @@ class DrainService:
         self,
         queue: Queue,
         link: WconfdLink,
+        filter_writes: FilterWrites,
         metrics: Registry,
         *,
-        submit: SubmitFn,
-        put_rule: PutRuleFn,
-        drop_rule: DropRuleFn,
-        kill_after: float = KILL_AFTER,
+        kill_after: float = DRAIN_KILL_GRACE,
     ) -> None:
-        self.queue = queue
-        self.kill_after = kill_after  # a queue drain's deadline: when to kill (§12.2)
-        self.link = link
+        self.queue = queue  # the drains' jobs: submitted, canceled, reprioritized there
+        self.link = link  # the drain records and the configuration, in wconfd
+        self.filter_writes = filter_writes  # the queue drain's rule
         self.metrics = metrics
-        self._submit = submit
-        self._put_rule = put_rule
-        self._drop_rule = drop_rule
+        self.kill_after = kill_after  # a queue drain's deadline: when to kill (§12.2)
         self.records: dict[str, DrainRecord] = {}
         self.view = ClusterView(nodes={}, instances={})
         self.heap = DeadlineHeap()
@@ -159,7 +156,7 @@ class DrainService:
         delay = RETRY_MIN
         while True:
             try:
-                stored = await self.link.client.list_objects(kind="drain")
+                stored = await self.link.list_drains()
                 # Before the first query: a status is computed on the view.
                 await self._read_view()
                 break
@@ -168,7 +165,7 @@ class DrainService:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
         now = time.time()
-        tagged = tagged_jobs(self.queue.live.jobs.values())
+        tagged = tagged_jobs(self.queue.jobs())
         for obj in stored:
             record = msgspec.convert(obj, DrainRecord)
             if record.is_node:
@@ -200,7 +197,7 @@ class DrainService:
             seen = self._tracked.get(job_id)
             if seen is None:
                 continue
-            job = self.queue.live.get(job_id)
+            job = self.queue.get(job_id)
             status = None if job is None else job_status(job)
             if status != seen:
                 changed = True
@@ -268,14 +265,14 @@ class DrainService:
         facts: dict[int, JobFacts] = {}
         for record in self.records.values():
             for job in record.active:
-                found = self.queue.live.find(job.id)
+                found = self.queue.find(job.id)
                 if found is not None:
                     facts[job.id] = job_facts(found)
         return facts
 
     async def _read_view(self) -> ClusterView:
         self._stale = False  # a change from now on needs another read
-        self.view = view_from_config(await self.link.client.get_config())
+        self.view = view_from_config(await self.link.get_config())
         return self.view
 
     async def _pass(
@@ -293,7 +290,7 @@ class DrainService:
         records, more = moves.step(base, view, jobs, now, place)
         queued = records.get(QUEUE_TARGET)
         if queued is not None:
-            records[QUEUE_TARGET], extra = queue_core.step(queued, jobs, now, self.kill_after)
+            records[QUEUE_TARGET], extra = queue_drain.step(queued, jobs, now, self.kill_after)
             more += extra
         effects = effects + more
         records = await self._carry_out(records, effects, now)
@@ -312,28 +309,30 @@ class DrainService:
     async def _do(self, record: DrainRecord, effect: Effect, now: float) -> DrainRecord:
         if isinstance(effect, Submit):
             try:
-                job_id = await self._submit(effect.ops)
+                # Checked as any job, but not refused by the queue's drain flag.
+                check_job(effect.ops)
+                (job,) = await self.queue.submit([effect.ops], internal=True)
             except errors.RpcError as exc:
                 log.warning("%s: cannot submit %s: %s", effect.target, effect.tag, exc.message)
                 return node.submit_refused(record, effect, exc.message, now)
-            return node.record_submitted(record, effect, job_id, now)
+            return node.record_submitted(record, effect, job.id, now)
         if isinstance(effect, PutFilter):
-            rule = await self._put_rule(
+            rule = await self.filter_writes.put(
                 effect.uuid, 0, effect.predicates, effect.action, effect.reason
             )
             unfinished = [
                 job.id
-                for job in self.queue.live.jobs.values()
+                for job in self.queue.jobs()
                 if job.id <= rule.watermark and not is_finalized(job)
             ]
-            return queue_core.filter_set(record, rule.watermark, unfinished, now)
+            return queue_drain.filter_set(record, rule.watermark, unfinished, now)
         with contextlib.suppress(errors.NotFound):  # archived or removed meanwhile
             if isinstance(effect, CancelJob):
                 await self.queue.cancel(effect.job_id, effect.kill)
             elif isinstance(effect, ChangePriority):
                 await self.queue.change_priority(effect.job_id, effect.priority)
             else:
-                await self._drop_rule(effect.uuid)
+                await self.filter_writes.drop(effect.uuid)
         return record
 
     async def _store(self, records: dict[str, DrainRecord]) -> None:
@@ -352,12 +351,11 @@ class DrainService:
         self._measure()
 
     async def _write(self, record: DrainRecord) -> DrainRecord:
-        client = self.link.client
         wire = msgspec.to_builtins(record)
         if record.serial_no == 0:
-            stored = await client.add_object(kind="drain", object=wire)
+            stored = await self.link.add_drain(wire)
             return msgspec.convert(stored, DrainRecord)
-        result = await client.update_object(kind="drain", object=wire)
+        result = await self.link.update_drain(wire)
         return msgspec.structs.replace(record, serial_no=result.serial_no, mtime=result.mtime)
 
     def _track(self) -> None:
@@ -421,7 +419,7 @@ class DrainService:
 
     async def drain_queue(self, mode: str, deadline: float | None, message: str) -> DrainStatus:
         def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
-            records[QUEUE_TARGET] = queue_core.drain_queue(
+            records[QUEUE_TARGET] = queue_drain.drain_queue(
                 records.get(QUEUE_TARGET), now, mode=mode, deadline=deadline, message=message
             )
             return []
@@ -434,7 +432,7 @@ class DrainService:
             return
 
         def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
-            records[QUEUE_TARGET], effects = queue_core.undrain_queue(records[QUEUE_TARGET], now)
+            records[QUEUE_TARGET], effects = queue_drain.undrain_queue(records[QUEUE_TARGET], now)
             return effects
 
         await self._operate(QUEUE_TARGET, change)

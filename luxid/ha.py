@@ -1,6 +1,6 @@
 """luxid on etcd (SPEC §13): serve while this node is master, stand by otherwise.
 
-The imperative shell around luxid.role (who is master), luxid.store.etcd (the jobs) and
+The imperative shell around luxid.role (who is master), luxid.storage.etcd (the jobs) and
 luxid.takeover (what happens to a failed master's jobs):
 
 - the node becomes master (the leader key holds its name): open the job store fenced by
@@ -30,14 +30,15 @@ from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import Fenced
 from client._server.etcd.url import EtcdStoreUrl
 from client._server.metrics import Registry
+from client._server.roles import Role
 from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
 from client.errors import StorageError
 from luxid.role import LeaderFollower, standby_methods
-from luxid.store.etcd import EtcdJobStore
+from luxid.storage.etcd import EtcdJobStore
 from luxid.takeover import take_over
-from luxid.term import KILL_AFTER, LuxidTerm, stop_job_processes
+from luxid.term import STOP_GRACE, LuxidTerm, stop_job_processes
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 # node is still master.
 RETRY_PAUSE = 0.5
 
-MakeTerm = Callable[[EtcdJobStore], Awaitable[LuxidTerm]]
+# A term over the store, whose get_role answers what this node's role (`self`) says.
+MakeTerm = Callable[[EtcdJobStore, Role], Awaitable[LuxidTerm]]
 
 
 class HaLuxid:
@@ -60,7 +62,7 @@ class HaLuxid:
         make_term: MakeTerm,
         *,
         stop_timeout: float,
-        kill_after: float = KILL_AFTER,
+        kill_after: float = STOP_GRACE,
     ) -> None:
         self.url = url
         self.node = node
@@ -184,8 +186,7 @@ class HaLuxid:
                 changed = take_over(store.load_live(), store.gates(), time.time())
             await asyncio.to_thread(store.claim, changed)
             self.token = token
-            self.term = await self.make_term(store)
-            self.term.service.role = self
+            self.term = await self.make_term(store, self)
         except BaseException:
             self.token = 0
             await asyncio.to_thread(store.close)

@@ -13,7 +13,7 @@ queries from it.  Every job change goes through this module, on the event loop:
   ahead of the disk;
 - archiving (`archive`, `auto_archive`) drops jobs from memory once durable.
 
-The writes go through the group commit (luxid.store.group_commit), the only writer.
+The writes go through the group commit (luxid.storage.group_commit), the only writer.
 Every job change passing here also keeps the job metrics (luxid.job_metrics), so no
 scrape ever scans the jobs.  Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
 Ids of a failed insert are not handed out again while luxid runs (ids are never reused by
@@ -31,8 +31,8 @@ from client._server.change_serial import ChangeSerial
 from client._server.metrics import Registry
 from luxid.job_metrics import JobMetrics
 from luxid.jobs import Job, job_status
-from luxid.store import JobStore
-from luxid.store.group_commit import GroupCommit
+from luxid.storage import JobStore
+from luxid.storage.group_commit import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ class LiveJobs:
         self.last_id = store.last_job_id
         self._changed: dict[int, asyncio.Future[None]] = {}
         self.serial = ChangeSerial()  # wait_queue_change: bumped with every notification
-        # Told the ids of every durable change (the drains follow their jobs with it).
+        # Told the ids of every durable change (the drains follow their jobs with it; set
+        # by luxid.term through Queue.tell_job_changes).
         self.on_change: Callable[[list[int]], None] | None = None
 
     # -- reads -------------------------------------------------------------------------

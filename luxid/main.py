@@ -9,16 +9,16 @@ from pathlib import Path
 
 from client import paths
 from client._server import sdnotify
-from client._server.roles import SingleNode
+from client._server.roles import Role, SingleNode
 from client._server.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
 from client._server.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
-from luxid.drains.record import KILL_AFTER
+from luxid.drains.record import DRAIN_KILL_GRACE
 from luxid.ha import HaLuxid
 from luxid.processes import ExecSpawner, JobProcesses, Spawner, ZygoteSpawner
 from luxid.shutdown import finish_tasks
-from luxid.store import JobStore, open_store
+from luxid.storage import JobStore, open_store
 from luxid.term import LuxidTerm
 
 # The stop budget: each step of luxid's way out waits at most this long (SPEC §10).
@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drain-kill-after",
         type=float,
-        default=KILL_AFTER,
+        default=DRAIN_KILL_GRACE,
         metavar="SECONDS",
         help="a queue drain's deadline cancels the jobs accepted before it; those still "
-        f"running this long after it are killed (SPEC §12.2; default {KILL_AFTER:g})",
+        f"running this long after it are killed (SPEC §12.2; default {DRAIN_KILL_GRACE:g})",
     )
     args = parser.parse_args(argv)
     if not args.drain_kill_after >= 0:
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
                 return ExecSpawner(env)
             return ZygoteSpawner(env, procs.watch_child)
 
-        async def make_term(store: JobStore) -> LuxidTerm:
+        async def make_term(store: JobStore, role: Role) -> LuxidTerm:
             return await LuxidTerm.start(
                 store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir),
-                drain_kill_after=args.drain_kill_after,
+                role=role, drain_kill_after=args.drain_kill_after,
             )  # fmt: skip
 
         server = RpcServer(
@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 store = open_store(state_dir)
             except StorageError as exc:
                 raise StartupError(exc.message) from exc
-            term = await make_term(store)
-            term.service.role = SingleNode(args.node)
+            term = await make_term(store, SingleNode(args.node))
             server.methods = term.methods()
             stop = partial(term.close, STOP_STEP_TIMEOUT)
         try:

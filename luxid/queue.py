@@ -3,7 +3,7 @@ luxid.filters to the live jobs, the store, the job processes and the clocks.
 
 luxid decides on one thread: everything here runs on the event loop.  The decisions are
 made by pure functions (the transitions, `apply_report`, `select_jobs` through
-luxid.scheduling) with the one filter set of luxid.active_filters, and this class does
+luxid.scheduler) with the one filter set of luxid.active_filters, and this class does
 what they say: persist (luxid.live_jobs, the one write path), start and signal processes
 (luxid.processes), wake watchers.  The store's worker thread only writes.
 """
@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -23,6 +23,7 @@ from client import errors
 from client._server.metrics import Registry
 from client._server.server import Connection
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
+from client.filterrules import FilterRule
 from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
@@ -43,9 +44,9 @@ from luxid.jobs.reports import apply_report, first_directive
 from luxid.live_jobs import LiveJobs
 from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError
-from luxid.scheduling import Scheduler
+from luxid.scheduler import Scheduler
 from luxid.shutdown import bounded
-from luxid.store import JobStore
+from luxid.storage import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -70,20 +71,18 @@ class Queue:
         self.filters = ActiveFilters(self.metrics)
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
-        self._unfinished: set[int] = {j.id for j in self.live.jobs.values() if not is_finalized(j)}
-        self._slots: set[int] = set()  # jobs holding a slot: a process, or one being started
-        # Unfinished jobs by the job they depend on: the end of a job that held no slot
-        # concerns only them (no slot, rate limit or bucket was freed).
-        self._dependents: dict[int, set[int]] = {}
-        self._note_dependencies(self.live.jobs[i] for i in self._unfinished)
         self._starting: dict[int, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.scheduler = Scheduler(
-            self.live, self.filters, self._slots, self._unfinished,
+            self.live, self.filters,
             start=lambda job_id: self._background(self._start(job_id)),
             pause=self._tell_paused,
             finished=self._finished_maybe,
         )  # fmt: skip
+        # Unfinished jobs by the job they depend on: the end of a job that held no slot
+        # concerns only them (no slot, rate limit or bucket was freed).
+        self._dependents: dict[int, set[int]] = {}
+        self._note_dependencies(self.live.jobs[i] for i in self.scheduler.unfinished)
         self.request_pass = self.scheduler.request_pass
         # Set once the configuration was first read: until then luxid does not know the
         # filters, so it judges no submit and shows no rules (what query_filters shows is
@@ -101,7 +100,7 @@ class Queue:
                 continue
             key = ProcessKey(job.process_id, job.process_start or 0.0)
             if is_alive(key):
-                self._slots.add(job.id)
+                self.scheduler.take_slot(job.id)
                 self.procs.attach(job.id, key)
                 log.info("job %d: reattached to its process %d", job.id, key.pid)
             else:
@@ -146,6 +145,24 @@ class Queue:
         if changed:
             self.request_pass()
 
+    # -- filter rules ----------------------------------------------------------------------
+
+    def rule_written(self, rule: FilterRule) -> None:
+        """luxid wrote a rule to wconfd (luxid.filter_writes): judge by it at once."""
+        self.filters.put(rule)
+        self.request_pass()
+
+    def rule_removed(self, uuid: str) -> None:
+        """luxid removed a rule from wconfd (luxid.filter_writes): judge without it."""
+        self.filters.remove(uuid)
+        self.request_pass()
+
+    def filter_rows(
+        self, uuids: Sequence[str] | None, fields: Sequence[str] | None
+    ) -> list[list[Any]]:
+        """query_filters' answer: the rules the next submit is judged by."""
+        return self.filters.rows(uuids, fields)
+
     # -- submit --------------------------------------------------------------------------
 
     async def submit(self, jobs: list[list[Opcode]], *, internal: bool = False) -> list[Job]:
@@ -169,7 +186,7 @@ class Queue:
                 self.filters.forget(job_id)
             raise
         fresh = [job.id for job in stored if not is_finalized(job)]
-        self._unfinished.update(fresh)
+        self.scheduler.jobs_added(fresh)
         self._note_dependencies(job for job in stored if job.depends and job.id in fresh)
         self.request_pass(new=fresh)
         self.scheduler.place_new_jobs()
@@ -182,6 +199,33 @@ class Queue:
         self.live.serial.bump()
 
     # -- queries -------------------------------------------------------------------------
+
+    @property
+    def last_job_id(self) -> int:
+        """The last job id handed out (a new filter rule's watermark)."""
+        return self.live.last_id
+
+    def jobs(self) -> Iterable[Job]:
+        """The live jobs (not archived)."""
+        return self.live.jobs.values()
+
+    def get(self, job_id: int) -> Job | None:
+        """A live job, or None."""
+        return self.live.get(job_id)
+
+    def find(self, job_id: int) -> Job | None:
+        """A live or archived job, or None if there never was such a job."""
+        return self.live.find(job_id)
+
+    def tell_job_changes(self, listener: Callable[[list[int]], None]) -> None:
+        """Have `listener` told the ids of every durable job change (the drains follow
+        their jobs so)."""
+        self.live.on_change = listener
+
+    async def wait_change(self, since_serial: int, timeout: float) -> int:
+        """wait_queue_change: the queue's change serial once it moved past `since_serial`
+        (or at the timeout)."""
+        return await self.live.serial.wait(since_serial, timeout)
 
     def query(self, ids: list[int] | None, fields: list[str]) -> list[list[Any] | None]:
         """query_jobs rows; archived jobs are read from the store."""
@@ -224,7 +268,7 @@ class Queue:
 
     def overview(self, queued: int, recent: int) -> QueueOverview:
         """query_queue_overview's answer (luxid.overview): O(unfinished), not O(queue) rows."""
-        return queue_overview(self.live.jobs, self._unfinished, queued, recent)
+        return queue_overview(self.live.jobs, self.scheduler.unfinished, queued, recent)
 
     def queue_info(self) -> dict[str, Any]:
         """query_queue_info's answer."""
@@ -235,7 +279,7 @@ class Queue:
         return {
             "drained": self.drained,
             "max_running_jobs": self.scheduler.max_running_jobs or DEFAULT_MAX_RUNNING_JOBS,
-            "running": len(self._slots),
+            "running": self.scheduler.slots_taken,
             "counts": counts,
             "filters": len(self.filters),
         }
@@ -347,14 +391,14 @@ class Queue:
             job = self.live.get(job_id)
             if job is None or is_finalized(job):  # canceled while starting: it did nothing
                 self.procs.signal(key, signal.SIGKILL)
-                self._slots.discard(job_id)
+                self.scheduler.release_slot(job_id)
                 return
             await self.live.commit([start_job(job, time.time(), key.pid, key.start_time)])
             if not is_alive(key):  # died before its start was recorded
                 self.process_exited(job_id, key)
         except errors.RpcError as exc:
             log.error("job %d: cannot record its start: %s", job_id, exc.message)
-            self._slots.discard(job_id)
+            self.scheduler.release_slot(job_id)
         finally:
             started.set_result(None)
             del self._starting[job_id]
@@ -371,7 +415,7 @@ class Queue:
         new = process_exited(job, time.time())
         if new is job:  # finalized before its process ended: its slot is free already
             return
-        self._slots.discard(job_id)
+        self.scheduler.release_slot(job_id)
         if not is_finalized(new):
             log.info("job %d: paused; its process %d ended", job_id, key.pid)
         else:
@@ -393,9 +437,7 @@ class Queue:
         """
         if not is_finalized(job):
             return False
-        held_slot = job.id in self._slots
-        self._slots.discard(job.id)
-        self._unfinished.discard(job.id)
+        held_slot = self.scheduler.job_finalized(job.id)
         self.filters.forget(job.id)
         dependents = self._dependents.pop(job.id, ())
         if held_slot:

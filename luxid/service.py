@@ -1,10 +1,15 @@
-"""luxid's RPC methods (client.api.luxi.LuxiApi): argument checks, then the queue.
+"""luxid's RPC methods (client.api.luxi.LuxiApi): argument checks, then the part that
+does the work.
 
 Each method checks what the declaration's types cannot (opcodes against the opcode
-registry, field names), delegates to `luxid.queue.Queue`, for filter writes to the
-wconfd link, for drains to `luxid.drain_service.DrainService`, and shapes the answer.  Filters are read from, and judged by, the queue's
-one filter set (luxid.active_filters), which a filter write updates before it answers.  Every error a client can cause is a typed client.errors
-exception; anything else is a bug, logged by the dispatcher as an InternalError.
+registry with luxid.job_check, field names) and makes one plain call: jobs and queries to
+`luxid.queue.Queue`, filter writes to `luxid.filter_writes.FilterWrites` (the drains
+write their rule there too), drains to `luxid.drain_service.DrainService`; then it shapes
+the answer.  Filters are read from, and judged by, the queue's one filter set
+(luxid.active_filters), which a filter write updates before it answers.  The parts are
+built and connected by luxid.term.  Every error a client can cause is a typed
+client.errors exception; anything else is a bug, logged by the dispatcher as an
+InternalError.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from client import errors
 from client._server.common import CommonMethods
+from client._server.roles import Role
 from client._server.server import Connection
 from client.api.luxi import (
     Directive,
@@ -24,55 +30,33 @@ from client.api.luxi import (
     QueueInfo,
     QueueOverview,
 )
-from client.filterrules import FilterRule
-from jobproc.opcodes.registry import get_opcode_class, validate_job
 from luxid.drain_service import DrainService
-from luxid.drains.record import KILL_AFTER
-from luxid.jobs import register_summary_field, validate_ops
-from luxid.jobs.fields import SUMMARY_FIELDS
+from luxid.filter_writes import FilterWrites
+from luxid.job_check import check_job
 from luxid.queue import Queue
-from luxid.wconfd_link import WconfdLink
-
-
-def check_job(ops: list[Opcode]) -> None:
-    """A submitted job's opcodes, checked (InvalidParams / InvalidOpcode naming op and
-    param); a third-party opcode's summary field is learned on the way."""
-    validate_ops(ops)
-    for op_id, _params in validate_job(ops):
-        if op_id not in SUMMARY_FIELDS:
-            field = get_opcode_class(op_id).SUMMARY_FIELD
-            if field is not None:
-                register_summary_field(op_id, field)
 
 
 class LuxidService(CommonMethods):
-    """Implements client.api.luxi.LuxiApi over a Queue and a WconfdLink."""
+    """Implements client.api.luxi.LuxiApi over the queue, the filter writes and the
+    drains (built by luxid.term)."""
 
     def __init__(
-        self, queue: Queue, config: WconfdLink, drain_kill_after: float = KILL_AFTER
+        self,
+        queue: Queue,
+        filter_writes: FilterWrites,
+        drains: DrainService,
+        role: Role | None = None,
     ) -> None:
+        super().__init__(queue.metrics, role)
         self.queue = queue
-        self.config = config
-        self.metrics = queue.metrics
-        self.drains = DrainService(
-            queue, config, self.metrics,
-            submit=self._submit_internal, put_rule=self._put_rule, drop_rule=self._drop_rule,
-            kill_after=drain_kill_after,
-        )  # fmt: skip
-        queue.live.on_change = self.drains.jobs_changed
-        config.on_change = self.drains.config_changed
+        self.filter_writes = filter_writes
+        self.drains = drains
 
     # -- jobs --------------------------------------------------------------------------
 
     async def submit_job(self, conn: Connection, ops: list[Opcode]) -> int:
         check_job(ops)
         (job,) = await self.queue.submit([ops])
-        return job.id
-
-    async def _submit_internal(self, ops: list[Opcode]) -> int:
-        """A drain's job: checked as any, not refused by the drain flag."""
-        check_job(ops)
-        (job,) = await self.queue.submit([ops], internal=True)
         return job.id
 
     async def submit_many_jobs(
@@ -141,7 +125,7 @@ class LuxidService(CommonMethods):
         return self.queue.overview(queued, recent)
 
     async def wait_queue_change(self, conn: Connection, since_serial: int, timeout: float) -> int:
-        return await self.queue.live.serial.wait(since_serial, timeout)
+        return await self.queue.wait_change(since_serial, timeout)
 
     # -- filters -----------------------------------------------------------------------
 
@@ -154,33 +138,17 @@ class LuxidService(CommonMethods):
         action: Any,
         reason: list[Any],
     ) -> str:
-        rule = await self._put_rule(uuid, priority, predicates, action, reason)
+        rule = await self.filter_writes.put(uuid, priority, predicates, action, reason)
         return rule.uuid
 
     async def delete_filter(self, conn: Connection, uuid: str) -> None:
-        await self._drop_rule(uuid)
-
-    async def _put_rule(
-        self, uuid: str | None, priority: int, predicates: list[Any], action: Any, reason: list[Any]
-    ) -> FilterRule:
-        """Write a rule (watermark: the last job id) and judge by it at once."""
-        rule = await self.config.replace_filter(
-            uuid, priority, predicates, action, reason, watermark=self.queue.live.last_id
-        )
-        self.queue.filters.put(rule)
-        self.queue.request_pass()
-        return rule
-
-    async def _drop_rule(self, uuid: str) -> None:
-        await self.config.delete_filter(uuid)
-        self.queue.filters.remove(uuid)
-        self.queue.request_pass()
+        await self.filter_writes.drop(uuid)
 
     async def query_filters(
         self, conn: Connection, uuids: list[str] | None, fields: list[str] | None
     ) -> list[list[Any]]:
         await self.queue.settings_known.wait()
-        return self.queue.filters.rows(uuids, fields)
+        return self.queue.filter_rows(uuids, fields)
 
     # -- job processes -----------------------------------------------------------------
 

@@ -1,5 +1,12 @@
-"""One term of serving: a job store, the queue over it, the link to wconfd and the RPC
-methods — what luxid runs while it is master.
+"""One term of serving: a job store, the queue over it, the link to wconfd, the filter
+writes, the drains and the RPC methods — what luxid runs while it is master.
+
+`LuxidTerm.start` is the one place where luxid's parts are built and connected; read it
+to see who calls whom.  Requests go by plain calls: the RPC methods (luxid.service) call
+the queue, the filter writes and the drains; the drains call the queue and the filter
+writes.  Two events go the other way, and both are connected there: the link's reads of
+the configuration (to the queue, then the drains) and the queue's durable job changes
+(to the drains).
 
 On local storage luxid has one term from start to stop. On etcd (SPEC §13) it has one per
 mastership (luxid.ha): each loads the state afresh, and a term that ends stops its job
@@ -14,31 +21,37 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from client._server.dispatch import Handler, build_methods
 from client._server.metrics import instrument
+from client._server.roles import Role
 from client.api.luxi import LuxiApi
 from client.identity import ProcessKey, is_alive
-from luxid.drains.record import KILL_AFTER as DRAIN_KILL_AFTER
+from luxid.drain_service import DrainService
+from luxid.drains.record import DRAIN_KILL_GRACE
+from luxid.filter_writes import FilterWrites
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
 from luxid.service import LuxidService
-from luxid.store import JobStore
+from luxid.storage import JobStore
 from luxid.wconfd_link import WconfdLink
 
 log = logging.getLogger(__name__)
 
-# SPEC §13: a master that lost its role stops its job processes, SIGKILL after this long.
-KILL_AFTER = 10.0
+# The stop's grace: a master that lost its role SIGTERMs its job processes (a standby must
+# run nothing) and SIGKILLs those still alive this long after.
+STOP_GRACE = 10.0
 
 
 @dataclass
 class LuxidTerm:
-    """The queue, wconfd link and service over one opened store."""
+    """The queue, wconfd link, drains and service over one opened store."""
 
     queue: Queue
-    config: WconfdLink
+    link: WconfdLink
+    drains: DrainService
     service: LuxidService
 
     @classmethod
@@ -49,18 +62,37 @@ class LuxidTerm:
         sweep_interval: float,
         wconfd_socket: Path,
         *,
-        drain_kill_after: float = DRAIN_KILL_AFTER,
+        role: Role | None = None,
+        drain_kill_after: float = DRAIN_KILL_GRACE,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
-        wconfd's configuration.  `drain_kill_after`: how long after a queue drain's
-        deadline its canceled jobs still running are killed (§12.2)."""
+        wconfd's configuration.  `role`: what get_role answers (default: the single node
+        of a local store).  `drain_kill_after`: how long after a queue drain's deadline
+        its canceled jobs still running are killed (§12.2)."""
+        # The parts, each given the parts it calls.
         queue = Queue(store, make_spawner, sweep_interval)
-        config = WconfdLink(wconfd_socket, queue.config_changed)
-        term = cls(queue, config, LuxidService(queue, config, drain_kill_after))
+        link = WconfdLink(wconfd_socket)
+        filter_writes = FilterWrites(link, queue)
+        drains = DrainService(
+            queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
+        )
+        service = LuxidService(queue, filter_writes, drains, role)
+        term = cls(queue, link, drains, service)
+        # The events, before anything can happen.
+        link.on_config = term.config_read
+        queue.tell_job_changes(drains.jobs_changed)
+        # Then start: reattach the surviving job processes, follow the configuration,
+        # resume the drains.
         await queue.open()
-        config.start()
-        term.service.drains.start()
+        link.start()
+        drains.start()
         return term
+
+    def config_read(self, max_running_jobs: int, filters: list[Any]) -> None:
+        """The link read the configuration after a change: the queue takes its settings
+        (and schedules if they changed), then the drains see whether to re-plan."""
+        self.queue.config_changed(max_running_jobs, filters)
+        self.drains.config_changed()
 
     def methods(self) -> dict[str, Handler]:
         """The dispatch table of this term (counted in the service's metrics)."""
@@ -70,18 +102,18 @@ class LuxidTerm:
         """The processes of the term's unfinished jobs."""
         return [
             ProcessKey(job.process_id, job.process_start or 0.0)
-            for job in self.queue.live.jobs.values()
+            for job in self.queue.jobs()
             if job.process_id is not None and not is_finalized(job)
         ]
 
     async def close(self, timeout: float) -> None:
         """Stop the drains, the link and the queue (job processes keep running)."""
-        await self.service.drains.close()
-        await self.config.close(timeout)
+        await self.drains.close()
+        await self.link.close(timeout)
         await self.queue.close(timeout)
 
 
-async def stop_job_processes(keys: list[ProcessKey], kill_after: float = KILL_AFTER) -> None:
+async def stop_job_processes(keys: list[ProcessKey], kill_after: float = STOP_GRACE) -> None:
     """SIGTERM each process, then SIGKILL those still alive after `kill_after` s."""
     alive = [key for key in keys if signal_process(key, signal.SIGTERM)]
     loop = asyncio.get_running_loop()

@@ -46,14 +46,14 @@ OnConfig = Callable[[int, list[Any]], None]
 class WconfdLink:
     """Follows the settings the queue needs and writes the filters (see the module doc)."""
 
-    def __init__(self, socket_path: os.PathLike[str] | str, on_config: OnConfig) -> None:
+    def __init__(self, socket_path: os.PathLike[str] | str) -> None:
         self.client = AsyncWConfdClient(socket_path, name="luxid")
-        self._on_config = on_config
+        # Told max_running_jobs and the filters after every read that followed a change
+        # (set by luxid.term: the queue takes the settings, then the drains re-plan).
+        self.on_config: OnConfig | None = None
         self._task: asyncio.Task[None] | None = None
         self._writes_begun = 0  # luxid's own filter writes, begun / ended
         self._writes_ended = 0
-        # Told after every read that followed a change (the drains re-plan on it).
-        self.on_change: Callable[[], None] | None = None
 
     def start(self) -> None:
         """Begin following the configuration in the background."""
@@ -96,7 +96,7 @@ class WconfdLink:
                 delay = min(delay * 2, RETRY_MAX)
 
     async def refresh(self) -> bool:
-        """Read max_running_jobs and the filters now and hand them to the queue, unless
+        """Read max_running_jobs and the filters now and hand them over (`on_config`), unless
         one of luxid's own filter writes overlapped the read (see the module doc): then
         False, and the caller reads again."""
         begun = self._writes_begun
@@ -107,10 +107,27 @@ class WconfdLink:
         )
         if self._writes_begun != begun:
             return False
-        self._on_config(int(cluster["max_running_jobs"]), list(filters))
-        if self.on_change is not None:
-            self.on_change()
+        if self.on_config is not None:
+            self.on_config(int(cluster["max_running_jobs"]), list(filters))
         return True
+
+    # -- the drains' records and view ------------------------------------------------------
+
+    async def get_config(self) -> Any:
+        """The whole configuration (the drains build their view of the cluster from it)."""
+        return await self.client.get_config()
+
+    async def list_drains(self) -> list[Any]:
+        """The stored drain records, as wconfd holds them."""
+        return await self.client.list_objects(kind="drain")
+
+    async def add_drain(self, record: dict[str, Any]) -> Any:
+        """Store a new drain record; the record as stored."""
+        return await self.client.add_object(kind="drain", object=record)
+
+    async def update_drain(self, record: dict[str, Any]) -> UpdateResult:
+        """Replace a stored drain record (StaleObjectError if it changed meanwhile)."""
+        return await self.client.update_object(kind="drain", object=record)
 
     # -- filters -------------------------------------------------------------------------
 

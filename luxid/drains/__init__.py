@@ -8,7 +8,7 @@ that may matter; the core returns new records and `effects` for the shell to app
 - `view`: the cluster as placement sees it; `capacity_key`; the `Placement` contract.
 - `node`: start/update and cancel a node drain, record submitted and re-found jobs.
 - `moves`: the decision pass over the node drains (`step`).
-- `queue`: the queue drain (start, `filter_set`, `step`, `undrain_queue`).
+- `queue_drain`: the queue drain (start, `filter_set`, `step`, `undrain_queue`).
 - `progress`: job status changes into record state and events.
 - `status`: `DrainStatus` for `query_drains` and friends.
 - `timers`: the deadline heap.
@@ -23,12 +23,12 @@ How the shell runs it (one decision path, event-driven):
    a timer of the `DeadlineHeap` (`next_timer(record)` after every write), and again
    after carrying out effects.  Never on a timer alone.
 3. Carry out the effects first (reporting each Submit with `node.record_submitted`, each
-   PutFilter with `queue.filter_set`), then write the changed records to wconfd: a crash
+   PutFilter with `queue_drain.filter_set`), then write the changed records to wconfd: a crash
    in between leaves jobs the restart re-finds by their `lw:drain-job` reason tag
    (`node.adopt_jobs`), and cancels that are simply sent again.
 """
 
-from luxid.drains import moves, node, queue
+from luxid.drains import moves, node, queue_drain
 from luxid.drains.effects import CancelJob, ChangePriority, DeleteFilter, Effect, PutFilter, Submit
 from luxid.drains.progress import JobFacts
 from luxid.drains.record import QUEUE_TARGET, DrainRecord, events_since, node_target
@@ -57,6 +57,6 @@ __all__ = [
     "next_timer",
     "node",
     "node_target",
-    "queue",
+    "queue_drain",
     "view_from_config",
 ]

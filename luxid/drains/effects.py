@@ -5,7 +5,7 @@
 - `CancelJob`: `cancel_job(job_id, kill)` (§6.2).
 - `ChangePriority`: `change_job_priority(job_id, priority)` for a drain job still queued.
 - `PutFilter`: add or replace (upsert, §6.2) the queue drain's filter rule `uuid` with the
-  §12.2 predicates and `action`; report its watermark with `queue.filter_set`.
+  §12.2 predicates and `action`; report its watermark with `queue_drain.filter_set`.
 - `DeleteFilter`: remove the queue drain's rule.
 
 Every effect names the drain (`target`) it belongs to.

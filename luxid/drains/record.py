@@ -26,10 +26,10 @@ from client.drains import (
 )
 
 __all__ = [
+    "DRAIN_KILL_GRACE",
     "EVENTS_KEPT",
     "FINALIZED",
     "JOB_NOUN",
-    "KILL_AFTER",
     "MOST_URGENT",
     "QUEUE_TARGET",
     "Blocked",
@@ -48,9 +48,10 @@ __all__ = [
 
 # The first job of a node drain (and the undrain job of a cancel) runs at this priority.
 MOST_URGENT: Final = -20
-# A queue drain's canceled jobs still running this long after the deadline are killed
-# (luxid's --drain-kill-after changes it).
-KILL_AFTER: Final = 30.0
+# A drain's kill grace: a queue drain's canceled jobs still running this long after its
+# deadline are killed (luxid's --drain-kill-after changes it).  Not to be confused with
+# luxid.term.STOP_GRACE, the grace of the job processes of a master that lost its role.
+DRAIN_KILL_GRACE: Final = 30.0
 # How events name a drain's jobs: `web3: migration job 41 submitted`.
 JOB_NOUN: Final[dict[JobKind, str]] = {
     "drained": "drain-marking",

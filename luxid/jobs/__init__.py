@@ -3,7 +3,7 @@
 Pure code (SPEC §1 "functional core"): no files, sockets, clocks or processes. Every
 function that needs the time takes `now` (float seconds since the epoch). The daemon shell
 (luxid's event loop) owns the I/O: it persists the Jobs these functions return with
-`luxid.store` and acts on their effects (signals, process starts).
+`luxid.storage` and acts on their effects (signals, process starts).
 """
 
 from luxid.jobs.deps import (
@@ -49,7 +49,7 @@ from luxid.jobs.model import (
     resolve_dependency,
     validate_ops,
 )
-from luxid.jobs.scheduler import (
+from luxid.jobs.selection import (
     REASON_MAX_RUNNING,
     Selection,
     fill_free_slots,

@@ -25,7 +25,7 @@ from conftest import DaemonProcess
 
 from client import LuxiClient, WConfdClient, errors
 from client._server.etcd.client import EtcdClient
-from luxid.store.etcd_keys import JobKeys, decode_job
+from luxid.storage.etcd_keys import JobKeys, decode_job
 
 
 def store_url(endpoints: list[str], prefix: str) -> str:

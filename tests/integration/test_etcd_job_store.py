@@ -1,4 +1,4 @@
-"""luxid's job store on a real three-member etcd (SPEC §13, luxid.store.etcd): the seam's
+"""luxid's job store on a real three-member etcd (SPEC §13, luxid.storage.etcd): the seam's
 promises (round trip through a reopen, ids never reused, all or nothing, archive), the
 opcode-running gate across masters, fencing of a deposed master, and the submit rate.
 """
@@ -23,8 +23,8 @@ from client._server.etcd.client import EtcdClient
 from client._server.etcd.url import EtcdStoreUrl
 from client._server.etcd.wire import cmp_create, op_put
 from luxid.jobs import Job, add_log, finish_opcode, mark_opcode_running, new_job, start_job
-from luxid.store.etcd import EtcdJobStore
-from luxid.store.group_commit import GroupCommit
+from luxid.storage.etcd import EtcdJobStore
+from luxid.storage.group_commit import GroupCommit
 from luxid.takeover import MASTER_FAILOVER, take_over
 
 pytestmark = pytest.mark.timeout(120)

@@ -29,7 +29,7 @@ from ha_testlib import etcd_keys
 from luxid_testlib import FINAL, delay, kill9, process_alive
 
 from client import errors
-from luxid.store.etcd_keys import JobKeys
+from luxid.storage.etcd_keys import JobKeys
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client import errors
-from luxid.drains import CancelJob, DeleteFilter, JobFacts, PutFilter, drain_status, queue
+from luxid.drains import CancelJob, DeleteFilter, JobFacts, PutFilter, drain_status, queue_drain
 from luxid.drains.effects import QUEUE_PREDICATES
 from luxid.drains.view import ClusterView
 
@@ -19,11 +19,11 @@ EMPTY = ClusterView(nodes={}, instances={})
 
 
 def started(mode: str = "hard", deadline: float | None = None):
-    record = queue.drain_queue(None, NOW, mode=mode, deadline=deadline, message="m")
-    record, effects = queue.step(record, {}, NOW)
+    record = queue_drain.drain_queue(None, NOW, mode=mode, deadline=deadline, message="m")
+    record, effects = queue_drain.step(record, {}, NOW)
     (put,) = effects
     assert isinstance(put, PutFilter) and put.uuid == record.filter_uuid
-    return queue.filter_set(record, 40, [38, 39, 40], NOW), put
+    return queue_drain.filter_set(record, 40, [38, 39, 40], NOW), put
 
 
 @pytest.mark.parametrize(("mode", "action"), [("hard", "REJECT"), ("soft", "PAUSE")])
@@ -39,11 +39,11 @@ def test_start_adds_the_watermark_rule(mode, action):
 def test_complete_when_every_job_up_to_the_watermark_finished():
     record, _ = started()
     jobs = {38: JobFacts(status="success"), 39: JobFacts(status="running")}
-    record, effects = queue.step(record, jobs, NOW + 1)
+    record, effects = queue_drain.step(record, jobs, NOW + 1)
     assert effects == [] and record.status == "draining"
     assert drain_status(record, EMPTY, jobs).running == 1
     jobs |= {39: JobFacts(status="error", error="x"), 40: JobFacts(status="canceled")}
-    record, _ = queue.step(record, jobs, NOW + 2)
+    record, _ = queue_drain.step(record, jobs, NOW + 2)
     assert record.status == "complete" and not record.deadline_reached
     texts = [text for _, _, text in record.events]
     assert texts[-1] == "all accepted jobs finished; queue drain complete"
@@ -51,26 +51,26 @@ def test_complete_when_every_job_up_to_the_watermark_finished():
 
 
 def test_nothing_to_wait_for_completes_at_once():
-    record = queue.drain_queue(None, NOW, mode="soft", deadline=None, message="")
-    record = queue.filter_set(record, 7, [], NOW)
-    record, _ = queue.step(record, {}, NOW)
+    record = queue_drain.drain_queue(None, NOW, mode="soft", deadline=None, message="")
+    record = queue_drain.filter_set(record, 7, [], NOW)
+    record, _ = queue_drain.step(record, {}, NOW)
     assert record.status == "complete"
 
 
 def test_deadline_cancels_then_kills_after_thirty_seconds():
     record, _ = started(deadline=60)
     jobs = {38: JobFacts(status="running"), 39: JobFacts(status="queued")}
-    record, effects = queue.step(record, jobs, NOW + 60)
+    record, effects = queue_drain.step(record, jobs, NOW + 60)
     assert effects == [CancelJob(target="queue", job_id=i) for i in (38, 39, 40)]
     assert record.deadline_reached and record.kill_at == NOW + 90
     jobs = {38: JobFacts(status="canceling"), 39: JobFacts(status="canceled"),
             40: JobFacts(status="canceled")}  # fmt: skip
-    record, effects = queue.step(record, jobs, NOW + 61)
+    record, effects = queue_drain.step(record, jobs, NOW + 61)
     assert effects == []  # canceled once only
-    record, effects = queue.step(record, jobs, NOW + 90)
+    record, effects = queue_drain.step(record, jobs, NOW + 90)
     assert effects == [CancelJob(target="queue", job_id=38, kill=True)]
     jobs[38] = JobFacts(status="error", error="killed")
-    record, effects = queue.step(record, jobs, NOW + 90.5)
+    record, effects = queue_drain.step(record, jobs, NOW + 90.5)
     assert record.status == "complete" and record.deadline_reached
     assert record.events[-1][2] == "deadline reached; queue drain complete"
 
@@ -78,36 +78,36 @@ def test_deadline_cancels_then_kills_after_thirty_seconds():
 def test_the_grace_time_before_the_kill_is_luxid_s_option():
     record, _ = started(deadline=60)
     jobs = {38: JobFacts(status="running"), 39: JobFacts(status="queued")}
-    record, _ = queue.step(record, jobs, NOW + 60.25, kill_after=2)
+    record, _ = queue_drain.step(record, jobs, NOW + 60.25, kill_after=2)
     assert record.kill_at == NOW + 62.25
     jobs[38] = JobFacts(status="canceling")
-    record, effects = queue.step(record, jobs, NOW + 62, kill_after=2)
+    record, effects = queue_drain.step(record, jobs, NOW + 62, kill_after=2)
     assert effects == []
-    record, effects = queue.step(record, jobs, NOW + 62.25, kill_after=2)
+    record, effects = queue_drain.step(record, jobs, NOW + 62.25, kill_after=2)
     assert effects == [CancelJob(target="queue", job_id=38, kill=True)]
     assert record.events[-1][2] == "1 jobs still running 2 s after the deadline: killed"
 
 
 def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
     record, first = started("soft")
-    again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
+    again = queue_drain.drain_queue(record, NOW + 5, mode="hard", deadline=30, message="m")
     assert again.started_at == NOW and again.deadline == NOW + 35
-    again, effects = queue.step(again, {}, NOW + 5)
+    again, effects = queue_drain.step(again, {}, NOW + 5)
     # the same rule, put again with the new action (not a second rule), its predicate
     # holding the drain's watermark (putting it again moves the rule's own, §6.3)
     assert effects == [PutFilter(target="queue", uuid=first.uuid, action="REJECT",
                                  reason=effects[0].reason,
                                  predicates=[["jobid", [">", "id", 40]]])]  # fmt: skip
     # the jobs after the watermark (44, held until now) are not the drain's
-    again = queue.filter_set(again, 45, [38, 39, 40, 44], NOW + 5)
+    again = queue_drain.filter_set(again, 45, [38, 39, 40, 44], NOW + 5)
     assert (again.watermark, again.total, again.filter_uuid) == (40, 3, first.uuid)
     assert drain_status(again, EMPTY, {}).jobs == [38, 39, 40]
     assert again.events[-1][2] == f"filter {first.uuid}: jobs after 40 are refused now"
-    done, effects = queue.undrain_queue(again, NOW + 6)
+    done, effects = queue_drain.undrain_queue(again, NOW + 6)
     assert effects == [DeleteFilter(target="queue", uuid=first.uuid)]
     assert done.status == "canceled" and done.filter_uuid is None
     assert done.events[-1][2] == "queue undrained"
-    new = queue.drain_queue(done, NOW + 7, mode="hard", deadline=None, message="")
+    new = queue_drain.drain_queue(done, NOW + 7, mode="hard", deadline=None, message="")
     assert new.filter_uuid not in (None, first.uuid) and new.started_at == NOW + 7
 
 
@@ -117,8 +117,8 @@ def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
 )
 def test_an_update_keeps_the_watermark_and_puts_the_rule_only_if_it_changed(mode, message, action):
     record, _ = started("soft", deadline=60)
-    again = queue.drain_queue(record, NOW + 5, mode=mode, deadline=600, message=message)
-    again, effects = queue.step(again, {}, NOW + 5)
+    again = queue_drain.drain_queue(record, NOW + 5, mode=mode, deadline=600, message=message)
+    again, effects = queue_drain.step(again, {}, NOW + 5)
     assert (again.deadline, again.message, again.mode) == (NOW + 605, message, mode)
     if action is None:  # the deadline alone: the rule stays as it is
         assert effects == []
@@ -126,7 +126,7 @@ def test_an_update_keeps_the_watermark_and_puts_the_rule_only_if_it_changed(mode
         (put,) = effects
         assert (put.action, put.reason[0][1]) == (action, message)
         assert put.predicates == [["jobid", [">", "id", 40]]]
-        again = queue.filter_set(again, 52, [38, 39, 40, 41, 50], NOW + 5)
+        again = queue_drain.filter_set(again, 52, [38, 39, 40, 41, 50], NOW + 5)
     assert (again.started_at, again.watermark, again.total) == (NOW, 40, 3)
     assert [job.id for job in again.active] == [38, 39, 40]
 
@@ -136,13 +136,13 @@ def test_a_complete_drain_drained_again_waits_for_nothing_new():
     them held, and the drain completes again at once."""
     record, _ = started("soft")
     done = {i: JobFacts(status="success") for i in (38, 39, 40)}
-    record, _ = queue.step(record, done, NOW + 1)
+    record, _ = queue_drain.step(record, done, NOW + 1)
     assert record.status == "complete"
-    again = queue.drain_queue(record, NOW + 2, mode="soft", deadline=None, message="later")
-    again, (put,) = queue.step(again, done, NOW + 2)
+    again = queue_drain.drain_queue(record, NOW + 2, mode="soft", deadline=None, message="later")
+    again, (put,) = queue_drain.step(again, done, NOW + 2)
     assert put.predicates == [["jobid", [">", "id", 40]]] and put.action == "PAUSE"
-    again = queue.filter_set(again, 60, [41, 59], NOW + 2)
-    again, effects = queue.step(again, done, NOW + 2)
+    again = queue_drain.filter_set(again, 60, [41, 59], NOW + 2)
+    again, effects = queue_drain.step(again, done, NOW + 2)
     assert effects == [] and again.status == "complete" and again.total == 3
 
 
@@ -150,26 +150,26 @@ def test_a_rule_put_again_is_put_again_until_reported():
     """A crash between putting the changed rule and writing the record: the record
     written still has the old mode, and a new update puts the same rule again."""
     record, first = started("soft")
-    again = queue.drain_queue(record, NOW + 5, mode="hard", deadline=None, message="m")
-    _, one = queue.step(again, {}, NOW + 5)
-    _, two = queue.step(again, {}, NOW + 6)
+    again = queue_drain.drain_queue(record, NOW + 5, mode="hard", deadline=None, message="m")
+    _, one = queue_drain.step(again, {}, NOW + 5)
+    _, two = queue_drain.step(again, {}, NOW + 6)
     assert [e.uuid for e in one + two] == [first.uuid] * 2
 
 
 def test_the_rule_is_put_again_until_its_watermark_is_known():
     """A crash between putting the rule and writing the record: the restarted pass puts
     the same rule again (an upsert), never a second one."""
-    record = queue.drain_queue(None, NOW, mode="hard", deadline=None, message="")
-    _, first = queue.step(record, {}, NOW)
-    _, again = queue.step(record, {}, NOW + 1)
+    record = queue_drain.drain_queue(None, NOW, mode="hard", deadline=None, message="")
+    _, first = queue_drain.step(record, {}, NOW)
+    _, again = queue_drain.step(record, {}, NOW + 1)
     assert [e.uuid for e in first + again] == [record.filter_uuid] * 2
 
 
 def test_a_bad_mode_or_deadline_is_invalid_params():
     with pytest.raises(errors.InvalidParams, match="mode"):
-        queue.drain_queue(None, NOW, mode="gentle", deadline=None, message="")
+        queue_drain.drain_queue(None, NOW, mode="gentle", deadline=None, message="")
     with pytest.raises(errors.InvalidParams, match="deadline"):
-        queue.drain_queue(None, NOW, mode="hard", deadline=float("nan"), message="")
+        queue_drain.drain_queue(None, NOW, mode="hard", deadline=float("nan"), message="")
 
 
 @settings(max_examples=200, deadline=None)
@@ -187,8 +187,8 @@ def test_a_bad_mode_or_deadline_is_invalid_params():
 def test_random_queue_histories(waited, deadline, history):
     """Cancels once, kills only 30 s after the deadline and only what still runs,
     complete exactly when nothing it waits for is unfinished."""
-    record = queue.drain_queue(None, NOW, mode="hard", deadline=deadline, message="")
-    record = queue.filter_set(record, 40, waited, NOW)
+    record = queue_drain.drain_queue(None, NOW, mode="hard", deadline=deadline, message="")
+    record = queue_drain.filter_set(record, 40, waited, NOW)
     jobs = {i: JobFacts(status="queued") for i in waited}
     now, canceled, killed = NOW, Counter[int](), Counter[int]()
     for index, new_status, advance in [(0, "queued", 0.0), *history]:
@@ -197,7 +197,7 @@ def test_random_queue_histories(waited, deadline, history):
             jobs[waited[index % len(waited)]] = JobFacts(status=new_status)
         effects = [None]
         while effects:  # the shell steps again after carrying out effects (job ends)
-            record, effects = queue.step(record, jobs, now)
+            record, effects = queue_drain.step(record, jobs, now)
             for effect in effects:
                 assert isinstance(effect, CancelJob) and effect.job_id in waited
                 if effect.kill:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from client import errors
 from luxid.jobs import Job
-from luxid.store import SqliteJobStore
-from luxid.store.sqlite import SqliteTransaction
+from luxid.storage import SqliteJobStore
+from luxid.storage.sqlite import SqliteTransaction
 
 JobBuilder = Callable[[int], Job]
 

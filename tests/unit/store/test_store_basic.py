@@ -33,7 +33,7 @@ from luxid.jobs import (
     new_job,
     start_job,
 )
-from luxid.store import SqliteJobStore, default_path, open_store
+from luxid.storage import SqliteJobStore, default_path, open_store
 
 OPS = [{"OP_ID": "OP_TEST_DELAY", "duration": 0.5, "reason": [["cli", "test", 1]]}]
 

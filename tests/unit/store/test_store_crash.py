@@ -13,7 +13,7 @@ import pytest
 from store_testlib import submit
 
 from luxid.jobs import job_status, new_job
-from luxid.store import SqliteJobStore
+from luxid.storage import SqliteJobStore
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent  # store_testlib, for the writer script
@@ -24,7 +24,7 @@ WRITER = textwrap.dedent(
     """
     import os, sys
     from luxid.jobs import new_job, start_job, mark_opcode_running, finish_opcode, add_log
-    from luxid.store import SqliteJobStore
+    from luxid.storage import SqliteJobStore
     from store_testlib import submit_many, tx_submit, update_jobs
 
     store = SqliteJobStore.open(sys.argv[1])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from luxid.jobs import job_status
-from luxid.store import SqliteJobStore
+from luxid.storage import SqliteJobStore
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "luxid_store_v1" / "jobs.sqlite"
 DEAD_PID = 2**22 + 17

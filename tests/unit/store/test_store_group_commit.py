@@ -1,4 +1,4 @@
-"""luxid's group commit (luxid.store.group_commit) over a real SQLite job store: where each
+"""luxid's group commit (luxid.storage.group_commit) over a real SQLite job store: where each
 commit runs (client._server.write_placement) and that every write lands, in order — each
 test on a plain loop and, as the daemons run (3.12+), with tasks started eagerly."""
 
@@ -16,9 +16,9 @@ import pytest
 from client._server.server import install_eager_tasks
 from client._server.write_placement import SyncMode
 from luxid.jobs import Job, new_job
-from luxid.store import SqliteJobStore
-from luxid.store.group_commit import GroupCommit
-from luxid.store.sqlite import SqliteTransaction
+from luxid.storage import SqliteJobStore
+from luxid.storage.group_commit import GroupCommit
+from luxid.storage.sqlite import SqliteTransaction
 
 OPS = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
 LOOP_THREAD = "loop"

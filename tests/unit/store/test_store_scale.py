@@ -16,7 +16,7 @@ FILL = textwrap.dedent(
     """
     import json, resource, sys, time
     from luxid.jobs import add_log, finish_opcode, mark_opcode_running, new_job, start_job
-    from luxid.store import SqliteJobStore
+    from luxid.storage import SqliteJobStore
     from store_testlib import counts, load_archived, submit, submit_many
 
     def peak_rss_mb():
@@ -64,7 +64,7 @@ REOPEN = textwrap.dedent(
     """
     import json, resource, sys, time
     import psutil
-    from luxid.store import SqliteJobStore
+    from luxid.storage import SqliteJobStore
     from store_testlib import counts, load_archived, submit, submit_many
 
     def peak_rss_mb():

@@ -21,7 +21,7 @@ from client._server.etcd.batching import Change
 from client._server.etcd.wire import cmp_create, op_delete, op_put
 from client.errors import StorageError
 from luxid.jobs.model import Job, LogEntry
-from luxid.store.jobdata import strip
+from luxid.storage.jobdata import strip
 
 _encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)

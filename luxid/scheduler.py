@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 
 from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
@@ -35,7 +36,7 @@ from luxid.jobs import (
     unpause_job,
 )
 from luxid.jobs.deps import StatusOf
-from luxid.jobs.scheduler import BucketsOf, VerdictOf
+from luxid.jobs.selection import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
 
 Select = Callable[[Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
@@ -49,10 +50,19 @@ MIN_PASS_GAP, MAX_PASS_GAP = 0.003, 0.05
 class Scheduler:
     """Runs passes over the live jobs and carries out their selection.
 
-    `slots` (jobs holding a slot: a process, or one being started) and `unfinished` (the
-    ids of non-finalized live jobs) are the queue's sets, shared.  The queue is told
-    through three callbacks: `start(job_id)` (a slot is taken: start its process),
-    `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
+    The scheduler owns the two sets its passes work on, and the queue changes them by
+    plain calls:
+
+    - the slots, the jobs holding one (a process, or one being started): a pass takes a
+      slot for each job it starts; the queue hands one over for a reattached process
+      (`take_slot`) and gives it back when a job's process ends or its start fails
+      (`release_slot`);
+    - the unfinished jobs (ids of non-finalized live jobs), the candidates of a pass: the
+      queue adds submitted ones (`jobs_added`) and removes finalized ones with their slot
+      (`job_finalized`); a pass drops those it finds gone.
+
+    The queue is told through three callbacks: `start(job_id)` (a slot is taken: start its
+    process), `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
     `finished(job)` (a job the pass finalized).
     """
 
@@ -60,16 +70,14 @@ class Scheduler:
         self,
         live: LiveJobs,
         filters: ActiveFilters,
-        slots: set[int],
-        unfinished: set[int],
         start: Callable[[int], None],
         pause: Callable[[Job], None],
         finished: Callable[[Job], object],
     ) -> None:
         self.live = live
         self.filters = filters
-        self.slots = slots
-        self.unfinished = unfinished
+        self._slots: set[int] = set()
+        self._unfinished: set[int] = {j.id for j in live.jobs.values() if not is_finalized(j)}
         self._start = start
         self._pause = pause
         self._finished = finished
@@ -85,6 +93,45 @@ class Scheduler:
         self._handle: asyncio.Handle | None = None
         self._last_full_pass = 0.0
         self._gap = MIN_PASS_GAP
+
+    # -- slots ---------------------------------------------------------------------------
+
+    @property
+    def slots_taken(self) -> int:
+        """How many jobs hold a slot (query_queue_info's `running`)."""
+        return len(self._slots)
+
+    def take_slot(self, job_id: int) -> None:
+        """A job holds a slot without a pass having started it (its process survived
+        luxid and was reattached)."""
+        self._slots.add(job_id)
+
+    def release_slot(self, job_id: int) -> bool:
+        """The job no longer holds a slot; True if it held one.  Requests no pass: the
+        caller says what the freed slot means (`slot_freed`, `request_pass`)."""
+        held = job_id in self._slots
+        self._slots.discard(job_id)
+        return held
+
+    # -- unfinished jobs -----------------------------------------------------------------
+
+    @property
+    def unfinished(self) -> AbstractSet[int]:
+        """The ids of the non-finalized live jobs (finalized ones may linger until a pass
+        or `job_finalized` drops them)."""
+        return self._unfinished
+
+    def jobs_added(self, ids: Iterable[int]) -> None:
+        """New unfinished jobs were stored (a submit); `request_pass` examines them."""
+        self._unfinished.update(ids)
+
+    def job_finalized(self, job_id: int) -> bool:
+        """A job was finalized: it is no candidate any more and lets go of its slot; True
+        if it held one.  Requests no pass (see `release_slot`)."""
+        self._unfinished.discard(job_id)
+        return self.release_slot(job_id)
+
+    # -- passes --------------------------------------------------------------------------
 
     def request_pass(self, new: Iterable[int] | None = None) -> None:
         """Ask for a scheduling pass: of `new` jobs only, or a full one.
@@ -154,10 +201,10 @@ class Scheduler:
         """The jobs holding a slot (finalized ones let go of theirs)."""
         jobs = self.live.jobs
         running: list[Job] = []
-        for job_id in list(self.slots):
+        for job_id in list(self._slots):
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
-                self.slots.discard(job_id)
+                self._slots.discard(job_id)
             else:
                 running.append(job)
         return running
@@ -169,8 +216,8 @@ class Scheduler:
         for job_id in sorted(candidates):
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
-                self.unfinished.discard(job_id)
-            elif job_id not in self.slots:
+                self._unfinished.discard(job_id)
+            elif job_id not in self._slots:
                 queued.append(job)
         return queued
 
@@ -189,13 +236,13 @@ class Scheduler:
         skipped, so a fill pass costs what it examines, not the length of the queue.
         """
         if self._order is None:
-            ordered = sorted(self._queued(self.unfinished), key=queue_order)
+            ordered = sorted(self._queued(self._unfinished), key=queue_order)
             self._order = deque(job.id for job in ordered)
         order, jobs = self._order, self.live.jobs
-        while order and order[0] not in self.unfinished:
+        while order and order[0] not in self._unfinished:
             order.popleft()
         for job_id in order:
-            if job_id in self.slots or job_id not in self.unfinished:
+            if job_id in self._slots or job_id not in self._unfinished:
                 continue
             job = jobs.get(job_id)
             if job is not None and not is_finalized(job):
@@ -204,7 +251,7 @@ class Scheduler:
     def _select(self, full: bool, new: set[int], max_running: int) -> None:
         """One pass: the pure selection over the queued and running jobs, then apply it."""
         running = self._running()
-        queued = self._queued(self.unfinished if full else new & self.unfinished)
+        queued = self._queued(self._unfinished if full else new & self._unfinished)
         if not queued and not (full and running):
             return
         self._decide(select_jobs, queued, running, max_running)
@@ -246,5 +293,5 @@ class Scheduler:
         for job_id in pause:
             self._pause(jobs[job_id])
         for job_id in start:
-            self.slots.add(job_id)
+            self._slots.add(job_id)
             self._start(job_id)

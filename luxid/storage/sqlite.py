@@ -1,4 +1,4 @@
-"""The embedded job store of luxid (luxid.store.base's seam): one SQLite database (WAL,
+"""The embedded job store of luxid (luxid.storage.base's seam): one SQLite database (WAL,
 synchronous=FULL).
 
 Layout: `jobs(id, status, archived, age_ts, data)` where `data` is the msgpack-encoded Job
@@ -12,7 +12,7 @@ per-live-job log-serial map, and loads archived jobs one by one on demand.
 
 Every call is blocking. A commit is one fsync of the WAL (about 0.25 ms on the dev
 machine); luxid runs every write in the group commit's worker thread
-(luxid.store.group_commit), which batches concurrent changes into one `transaction()`.
+(luxid.storage.group_commit), which batches concurrent changes into one `transaction()`.
 The store is thread-safe (one lock around the connection).
 """
 
@@ -32,7 +32,7 @@ from msgspec.structs import replace
 from client import errors
 from client._server.write_placement import SyncMode
 from luxid.jobs.model import Job, LogEntry, job_status
-from luxid.store.jobdata import age_ts, attach_logs, strip
+from luxid.storage.jobdata import age_ts, attach_logs, strip
 
 DB_FILENAME: Final = "jobs.sqlite"
 SCHEMA_VERSION: Final = 1

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from client import errors
 from client._server.write_placement import WritePlacement
 from luxid.jobs import Job
-from luxid.store.base import JobStore, StoreTransaction
+from luxid.storage.base import JobStore, StoreTransaction
 
 log = logging.getLogger(__name__)
 

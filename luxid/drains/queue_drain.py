@@ -36,7 +36,7 @@ from luxid.drains.effects import QUEUE_PREDICATES, CancelJob, DeleteFilter, Effe
 from luxid.drains.node import check_strategy
 from luxid.drains.progress import JobFacts, refresh
 from luxid.drains.record import (
-    KILL_AFTER,
+    DRAIN_KILL_GRACE,
     QUEUE_TARGET,
     DrainJob,
     DrainRecord,
@@ -156,7 +156,10 @@ def filter_set(
 
 
 def step(
-    record: DrainRecord, jobs: Mapping[int, JobFacts], now: float, kill_after: float = KILL_AFTER
+    record: DrainRecord,
+    jobs: Mapping[int, JobFacts],
+    now: float,
+    kill_after: float = DRAIN_KILL_GRACE,
 ) -> tuple[DrainRecord, list[Effect]]:
     """One pass: follow the waited-for jobs, fire the deadline, kill those still running
     `kill_after` s after it, complete."""

@@ -1,6 +1,6 @@
-"""luxid's job store on etcd (SPEC §13): luxid.store.base's seam over fenced transactions.
+"""luxid's job store on etcd (SPEC §13): luxid.storage.base's seam over fenced transactions.
 
-The layout and the mapping are luxid.store.etcd_keys's (client/_server/etcd/LAYOUT.md).
+The layout and the mapping are luxid.storage.etcd_keys's (client/_server/etcd/LAYOUT.md).
 Every transaction of the seam becomes `FencedWriter.commit_many` (group commit: the batch
 goes in as few etcd transactions as etcd's limits allow), fenced by the leader key's
 create revision, so a deposed master writes nothing.  A block ends only once etcd has
@@ -37,7 +37,7 @@ from client._server.etcd.url import EtcdStoreUrl
 from client._server.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
 from client._server.write_placement import SyncMode
 from luxid.jobs.model import FINALIZED, Job, job_status
-from luxid.store.etcd_keys import (
+from luxid.storage.etcd_keys import (
     Gate,
     JobKeys,
     archive_change,
@@ -46,7 +46,7 @@ from luxid.store.etcd_keys import (
     job_change,
     started_ops,
 )
-from luxid.store.jobdata import age_ts, attach_logs
+from luxid.storage.jobdata import age_ts, attach_logs
 
 T = TypeVar("T")
 PAGE = 1000  # keys per range read at load (10,000 jobs exceed one answer comfortably)

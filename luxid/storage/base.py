@@ -1,7 +1,7 @@
 """The job store's seam (SPEC §6.1, §13): what luxid needs from durable storage.
 
 luxid keeps its live jobs in memory and decides everything on its event loop; a store only
-keeps what luxid tells it, durably.  SQLite (luxid.store.sqlite) is the embedded
+keeps what luxid tells it, durably.  SQLite (luxid.storage.sqlite) is the embedded
 implementation; SPEC §13 puts etcd behind the same interface.  An implementation must
 promise:
 
@@ -13,7 +13,7 @@ promise:
   memory; a storage failure raises client.errors.StorageError.
 - **Order.**  Transactions are applied in the order they are committed; the writes of one
   transaction in the order they were made.  Only one transaction is open at a time (luxid's
-  group commit, luxid.store.group_commit, is the only writer and runs them one by one).
+  group commit, luxid.storage.group_commit, is the only writer and runs them one by one).
 - **Ids.**  `last_job_id` is the highest job id ever inserted, durable with the insert; ids
   are allocated by luxid in memory above it and never reused, archived jobs included.
 - **Archive.**  Archived jobs stay readable by id (`load_jobs`, `status_of`) but are not

@@ -1,9 +1,9 @@
 """The scheduler's selection step (SPEC §6.3, §6.4): which queued jobs start now (pure).
 
 One pass, O(n log n) in the number of queued jobs (one sort, then one linear scan with
-counters in dicts). The shell runs a pass on every event (submit, job end, filter/config
-change, priority change, cancel) and applies the result: start processes, cancel or fail
-jobs, pause/unpause running ones, record pending reasons.
+counters in dicts). The shell, luxid.scheduler.Scheduler, runs a pass on every event
+(submit, job end, filter/config change, priority change, cancel) and applies the result:
+start processes, cancel or fail jobs, pause/unpause running ones, record pending reasons.
 
 Who is `running`: every job that holds a slot, i.e. has a live process (a paused job
 whose process has not exited yet included); `queued`: non-finalized jobs without one
