@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench lint docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# docs/api.md is generated from the API declarations (client/api/); a test fails when it is stale.
+docs: $(STAMP)
+	$(BIN)/python -m client.api.reference --output docs/api.md
 
 clean:
 	rm -rf $(VENV) .lw .mypy_cache .ruff_cache
