@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from client import WConfdClient
-from wconfd.durable import LockChange, Record
+from wconfd.durable_state import LockChange, Record
 from wconfd.storage.journal import payload_of, scan
 
 pytestmark = [
