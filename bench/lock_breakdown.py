@@ -42,7 +42,7 @@ from wconfd.clients import Client
 from wconfd.durable_state import LockChange
 from wconfd.locking import LockManager
 from wconfd.storage.fileops import FileOps
-from wconfd.storage.journal import encode_frame
+from wconfd.storage.journal_format import encode_frame
 
 ROUNDS = 2000
 

@@ -28,7 +28,7 @@ from client._server.dispatch import build_methods
 from client._server.server import RpcServer
 from client.api.wconfd import WConfdApi
 from wconfd.storage.fileops import FileOps
-from wconfd.storage.journal import MAGIC
+from wconfd.storage.journal_format import MAGIC
 from wconfd.storage.store import LocalStore
 
 pytestmark = [

@@ -9,8 +9,8 @@ store in the running daemon.
   promises, and `recover`, which rebuilds any state from a store.
 - store.py: `LocalStore`, an append-only journal with group commit plus atomic JSON
   snapshots in a state directory, generic over the record and snapshot types; its parts
-  are journal.py (frame format and recovery scan), journal_io.py (the blocking file I/O),
-  layout.py (positions and preallocation), batch.py (one group-commit batch),
+  are journal_format.py (frame format and recovery scan), journal_io.py (the blocking
+  file I/O), layout.py (positions and preallocation), batch.py (one group-commit batch),
   snapshot.py (snapshot files) and fileops.py (the system calls, replaceable in tests).
 - etcd_store.py: `EtcdStore`, the store of one master's term on etcd; etcd_keys.py maps
   wconfd's state and records to etcd keys (pure).
