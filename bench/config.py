@@ -204,7 +204,7 @@ def measure(daemons: dict[int, Wconfd]) -> dict[int, dict[str, list[float]]]:
 
 def load_and_snapshot(state_dir: Path) -> dict[str, Any]:
     """In-process: load the daemon's state (replay), then take a snapshot; timings."""
-    from wconfd.durable import DurableState, Record, Snapshot
+    from wconfd.durable_state import DurableState, Record, Snapshot
     from wconfd.storage.store import LocalStore
 
     store: LocalStore[Snapshot, Record] = LocalStore(

@@ -39,10 +39,10 @@ from client._server.dispatch import build_methods, dispatch_one
 from client.api.wconfd import WConfdApi
 from client.identity import ProcessKey
 from wconfd.clients import Client
-from wconfd.durable import LockChange
+from wconfd.durable_state import LockChange
 from wconfd.locking import LockManager
 from wconfd.storage.fileops import FileOps
-from wconfd.storage.journal import encode_frame
+from wconfd.storage.journal_format import encode_frame
 
 ROUNDS = 2000
 
@@ -80,7 +80,7 @@ class _NoSync(FileOps):
 def server_call_us(state: Path, sync: bool = True, held: int = 0) -> float:
     """try_update_locks through the whole in-process dispatch of a real WConfd
     (without the flush if not `sync`), the caller holding `held` other locks."""
-    import wconfd.durable
+    import wconfd.persistence
     from wconfd.service import WConfd
     from wconfd.storage.store import LocalStore
 
@@ -88,12 +88,12 @@ def server_call_us(state: Path, sync: bool = True, held: int = 0) -> float:
         return LocalStore(directory, name, file_ops=None if sync else _NoSync(), **kw)
 
     async def run() -> float:
-        real = wconfd.durable.LocalStore
-        wconfd.durable.LocalStore = store  # type: ignore[assignment,misc]
+        real = wconfd.persistence.LocalStore
+        wconfd.persistence.LocalStore = store  # type: ignore[assignment,misc]
         try:
             service = WConfd(state)
         finally:
-            wconfd.durable.LocalStore = real  # type: ignore[misc]
+            wconfd.persistence.LocalStore = real  # type: ignore[misc]
         methods = build_methods(WConfdApi, *service.implementations(), guard=service.guard)
 
         class Conn:

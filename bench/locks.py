@@ -61,7 +61,7 @@ from _util import daemon, per_call_us
 
 from client import WConfdClient
 from wconfd.storage.fileops import FileOps
-from wconfd.storage.journal import encode_frame
+from wconfd.storage.journal_format import encode_frame
 
 SINGLE_SECONDS = 3.0
 HELD = 500

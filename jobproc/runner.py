@@ -7,7 +7,7 @@
         take its locks (jobproc.locks.acquire; `waiting` is reported only if they are
             not free)
         report `running` — luxid's durable answer is the gate: no opcode runs twice
-        execute it with a JobContext (jobproc.adapter)
+        execute it with a DaemonOpContext (jobproc.daemon_context)
         release its locks (and, if the job ends, its reservations), report the end;
             luxid answers the next opcode or stop
     exit, without closing anything: the kernel closes the connections (and wconfd's
@@ -40,7 +40,7 @@ import msgspec
 
 from client import AsyncWConfdClient, LuxiClient, WConfdClient, errors, paths
 from client.api.luxi import Directive, Finish, Hello, Opcode, Running
-from jobproc.adapter import JobContext
+from jobproc.daemon_context import DaemonOpContext
 from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import Canceled, OpCode, OpExecError, build_opcode
 from jobproc.signals import JobSignals
@@ -218,7 +218,7 @@ class JobRunner:
             op = build_opcode(op_input)
         except errors.InvalidOpcode as exc:
             return self.report(Finish(index=index, status="error", result=exc.message))
-        ctx = JobContext(
+        ctx = DaemonOpContext(
             self.wait, self.job_id, index, priority, self.wconfd, self.luxi, self.report,
             self.signals, op.INTERRUPTIBLE,
         )  # fmt: skip
@@ -270,7 +270,7 @@ class JobRunner:
             self._loop.close()
 
 
-def _execute(op: OpCode[Any], ctx: JobContext) -> tuple[FinishStatus, Any]:
+def _execute(op: OpCode[Any], ctx: DaemonOpContext) -> tuple[FinishStatus, Any]:
     """Run the opcode; (status, result) for the Finish report."""
     try:
         return "success", msgspec.to_builtins(op.execute(ctx))

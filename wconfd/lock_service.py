@@ -33,7 +33,7 @@ from client.api.wconfd import (
 )
 from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
 from wconfd.clients import Client
-from wconfd.durable import LockChange
+from wconfd.durable_state import LockChange
 from wconfd.locking import LEVELS, Effects, LockManager
 from wconfd.persistence import Persistence
 

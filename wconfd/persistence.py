@@ -1,6 +1,8 @@
 """wconfd's persistence: the one owner of the store, the durable state, group commit,
 snapshots and the config-changed event.  The lock, config and reservation services
-receive it; none of them touches the store.
+receive it; none of them touches the store.  Here too: opening wconfd's local store
+(`open_local_store`) and rebuilding the durable state from any store
+(`load_durable_state`).
 
 Two write paths, one journal:
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
@@ -36,8 +39,9 @@ from client.errors import InvalidParams, StorageError
 from wconfd.config.numbers import unstorable_number
 from wconfd.config.records import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable import DurableState, Record, Snapshot
-from wconfd.storage.seam import DurableStore
+from wconfd.durable_state import DurableState, Record, Snapshot
+from wconfd.storage.seam import DurableStore, recover
+from wconfd.storage.store import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -282,3 +286,20 @@ def _answer(fut: asyncio.Future[Any], error: BaseException | None, result: Any) 
         fut.set_exception(error)
     else:
         fut.set_result(result)
+
+
+def open_local_store(state_dir: str | os.PathLike[str]) -> LocalStore[Snapshot, Record]:
+    """wconfd's store in `state_dir` (wconfd.journal, wconfd.snapshot.json); not opened yet."""
+    return LocalStore(state_dir, "wconfd", snapshot_type=Snapshot, record_type=Record)
+
+
+def load_durable_state(store: DurableStore[Snapshot, Record]) -> DurableState:
+    """Open `store` and rebuild the state: snapshot + journal replay (a fresh directory
+    gets the default config, fixed on disk at once).  Storage errors propagate."""
+    return recover(
+        store,
+        initial=lambda: DurableState.fresh(time.time()),
+        from_snapshot=DurableState.from_snapshot,
+        apply=DurableState.apply,
+        to_snapshot=DurableState.snapshot_json,
+    )

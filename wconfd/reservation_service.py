@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wconfd.clients import Client
-from wconfd.durable import Record
+from wconfd.durable_state import Record
 from wconfd.persistence import Persistence
 
 

@@ -33,18 +33,10 @@ from client.errors import InvalidParams, RpcError
 from client.identity import is_alive
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
-from wconfd.durable import (
-    RELEASE,
-    DurableState,
-    LockChange,
-    Record,
-    Snapshot,
-    load_durable_state,
-    open_local_store,
-)
+from wconfd.durable_state import DurableState, LockChange, Record, Snapshot
 from wconfd.lock_service import LockService
-from wconfd.locking import LockManager, RestoreError
-from wconfd.persistence import Persistence
+from wconfd.locking import RELEASE, LockManager, RestoreError
+from wconfd.persistence import Persistence, load_durable_state, open_local_store
 from wconfd.reservation_service import ReservationService
 from wconfd.storage.errors import StorageCorruptError
 from wconfd.storage.seam import DurableStore

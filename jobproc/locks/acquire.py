@@ -34,7 +34,7 @@ from typing import Any, cast
 from client import AsyncWConfdClient, WConfdClient, errors
 from client.api.luxi import Check, Directive, Priority, Waiting
 from client.api.wconfd import LockRequest, WaitResult
-from jobproc.adapter import Run
+from jobproc.daemon_context import Run
 from jobproc.locks.strategy import DEFAULT_SCHEDULE, LockTimeoutStrategy
 from jobproc.opcodes import OpCode
 from jobproc.opcodes.context import ConfigReader

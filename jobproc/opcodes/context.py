@@ -1,7 +1,8 @@
 """What an opcode may do while it runs: the execution-context Protocol (SPEC §5, §7).
 
-The job process provides an object satisfying `OpContext`; tests provide an in-memory
-fake.  Opcodes see the data plane only through it, so they run without daemons.
+The job process provides an object satisfying `OpContext`
+(jobproc.daemon_context.DaemonOpContext, over the daemons' stubs); tests provide an
+in-memory fake.  Opcodes see the data plane only through it, so they run without daemons.
 
 Configuration objects are plain dicts in the JSON shape of SPEC §5 (node references are
 uuids).  The methods mirror wconfd's and raise the same `client.errors` classes

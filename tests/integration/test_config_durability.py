@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from client import WConfdClient, errors
-from wconfd.storage.journal import HEADER, scan
+from wconfd.storage.journal_format import HEADER, scan
 
 pytestmark = pytest.mark.timeout(90)
 

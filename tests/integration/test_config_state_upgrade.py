@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from client import WConfdClient
-from wconfd.durable import HeldLocks, load_durable_state, open_local_store
+from wconfd.durable_state import HeldLocks
+from wconfd.persistence import load_durable_state, open_local_store
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "wconfd_state_v1"
 DEAD = "job-7:10594:1796102692.33"

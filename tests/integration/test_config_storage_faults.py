@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-import wconfd.durable
+import wconfd.persistence
 import wconfd.service
 from client import AsyncWConfdClient, WConfdClient, errors
 from client._server.dispatch import build_methods
 from client._server.server import RpcServer
 from client.api.wconfd import WConfdApi
 from wconfd.storage.fileops import FileOps
-from wconfd.storage.journal import MAGIC
+from wconfd.storage.journal_format import MAGIC
 from wconfd.storage.store import LocalStore
 
 pytestmark = [
@@ -126,7 +126,7 @@ def flaky(monkeypatch: pytest.MonkeyPatch) -> FlakyOps:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, file_ops=ops, **kwargs)
 
-    monkeypatch.setattr(wconfd.durable, "LocalStore", FlakyStore)
+    monkeypatch.setattr(wconfd.persistence, "LocalStore", FlakyStore)
     return ops
 
 

@@ -24,7 +24,7 @@ from test_drains_node import follow, placed
 from test_jobproc_opcodes import run as ok
 
 from client.drains import Blocked, DrainJob, DrainRecord
-from wconfd.durable import load_durable_state, open_local_store
+from wconfd.persistence import load_durable_state, open_local_store
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "drain_state_v1"
 

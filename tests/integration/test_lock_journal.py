@@ -7,8 +7,8 @@ import msgspec
 import pytest
 
 from client import WConfdClient
-from wconfd.durable import LockChange, Record
-from wconfd.storage.journal import payload_of, scan
+from wconfd.durable_state import LockChange, Record
+from wconfd.storage.journal_format import payload_of, scan
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -7,6 +7,7 @@ returned `Effects` (answer granted waiters, journal changed holdings).
 from client.vocabulary import BGL, EXCLUSIVE, LEVELS, LOCKSET, RELEASE, SHARED
 
 from .effects import Effects, Opportunistic, Update
+from .manager import LockManager
 from .names import (
     Lock,
     conflicts,
@@ -16,7 +17,6 @@ from .names import (
     sort_locks,
 )
 from .table import Allocation, RestoreError
-from .waiting import LockManager
 
 __all__ = [
     "BGL",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .journal import HEADER, encode_frame
+from .journal_format import HEADER, encode_frame
 
 log = logging.getLogger("wconfd.storage")
 

@@ -43,7 +43,8 @@ from client._server.etcd.wire import RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable import RELEASE, DurableState, LockChange, Record, Snapshot
+from wconfd.durable_state import DurableState, LockChange, Record, Snapshot
+from wconfd.locking.names import RELEASE
 from wconfd.storage.etcd_keys import (
     Keys,
     Meta,

@@ -23,7 +23,7 @@ from client.errors import StorageError
 
 from .errors import JournalCorruptError
 from .fileops import FileOps
-from .journal import payload_of, scan
+from .journal_format import payload_of, scan
 from .seam import Loaded
 from .snapshot import decode_snapshot, encode_snapshot, write_atomic
 

@@ -1,10 +1,10 @@
 """The storage seam of wconfd (SPEC §13): what the daemon needs from durable storage.
 
 wconfd's state is a state machine: a snapshot plus an ordered log of change records.
-`DurableStore` is all the daemon asks of the storage under it; `LocalStore` (a local
-journal with group commit plus JSON snapshots, store.py) is one implementation, and a
-replicated one (etcd: records as revisions of one key prefix, the snapshot as a compacted
-key) can be put behind the same interface.  `recover` rebuilds any state from a store.
+`DurableStore` is all the daemon asks of the storage under it.  Two implementations:
+`LocalStore` (a local journal with group commit plus JSON snapshots, store.py) and
+`EtcdStore` (the records as operations on etcd keys, committed by the master of one term,
+etcd_store.py).  `recover` rebuilds any state from a store.
 
 What an implementation must promise:
 

@@ -2,7 +2,7 @@
 
 One `LocalStore` keeps one state machine's history in a directory:
 
-    NAME.journal         framed msgpack records (journal.py), preallocated with zeros
+    NAME.journal         framed msgpack records (journal_format.py), preallocated with zeros
     NAME.snapshot.json   indented JSON snapshot (snapshot.py) with the seq it includes
 
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's

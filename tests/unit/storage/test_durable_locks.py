@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client.errors import RpcError
-from wconfd.durable import DurableState, HeldLocks, LockChange, Snapshot
+from wconfd.durable_state import DurableState, HeldLocks, LockChange, Snapshot
 from wconfd.locking import LockManager
 
 OWNERS = ["a", "b", "c"]

@@ -8,8 +8,8 @@ import pytest
 
 from client.errors import InvalidParams
 from wconfd.config.reservations import Reserve
-from wconfd.durable import LockChange, load_durable_state, open_local_store
-from wconfd.persistence import Persistence, check_record
+from wconfd.durable_state import LockChange
+from wconfd.persistence import Persistence, check_record, load_durable_state, open_local_store
 
 
 def test_check_record_names_the_wide_number():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wconfd.storage import JournalCorruptError
-from wconfd.storage.journal import HEADER, encode_frame, payload_of, scan
+from wconfd.storage.journal_format import HEADER, encode_frame, payload_of, scan
 
 
 def journal(n: int, batches: list[int] | None = None) -> tuple[bytes, list[int]]:

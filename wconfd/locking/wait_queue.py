@@ -1,5 +1,5 @@
 """The queue of waiting lock requests: who ranks ahead (§4.4 rule 5) and who waits for
-whom (rule 6).  Pure; the LockManager (waiting.py) owns one and decides when to queue,
+whom (rule 6).  Pure; the LockManager (manager.py) owns one and decides when to queue,
 grant and withdraw.
 
 - Rule 5 (fairness): a request is not granted while a conflicting queued request ranks

@@ -29,7 +29,6 @@ from typing import Any
 from client.errors import DeadlockError, InvalidParams, PendingRequestError
 
 from .effects import Effects, Opportunistic, Update
-from .fairness import NEW, Request, WaitQueue
 from .names import (
     EXCLUSIVE,
     Lock,
@@ -41,6 +40,7 @@ from .names import (
     parse_request,
 )
 from .table import Allocation, order_problem
+from .wait_queue import NEW, Request, WaitQueue
 
 
 @dataclass(slots=True)

@@ -1,12 +1,17 @@
-"""The OpContext an opcode runs with in a job process: config and reservations through
-the wconfd stub, log and job submission through luxid, an interruptible sleep.
+"""`DaemonOpContext`: the OpContext (jobproc.opcodes.context) a job process gives each of
+its opcodes, backed by the daemons: config and reservations through the job's wconfd
+stub, log and job submission through luxid, an interruptible sleep.
 
-Opcodes are synchronous (jobproc.opcodes.context.OpContext) and run on the job
-process's one thread; their calls are blocking calls of the job's sync stubs (signal
-handlers run during them: jobproc.signals).  Only an interruptible sleep runs the job's
-event loop (`Run`, the loop's run_until_complete), so that a cancel ends it at once.
-One connection per daemon serves the whole job.  Results of wconfd are msgspec Structs
-or JSON; opcodes get plain dicts.
+This is what job code really talks to.  Opcodes are written against the protocol
+(`OpContext`, `ConfigReader`, `ConfigWriter` in jobproc.opcodes.context), so the tests
+run them on an in-memory fake instead (tests/unit/opcodes/fakes.py).
+
+Opcodes are synchronous and run on the job process's one thread; their calls are
+blocking calls of the job's sync stubs (signal handlers run during them:
+jobproc.signals).  Only an interruptible sleep runs the job's event loop (`Run`, the
+loop's run_until_complete), so that a cancel ends it at once.  One connection per
+daemon serves the whole job.  Results of wconfd are msgspec Structs or JSON; opcodes get
+plain dicts, and wconfd's errors reach them unchanged (`client.errors`).
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ Run = Callable[[Awaitable[Any]], Any]
 """Runs an awaitable on the job's event loop to its end: the loop's run_until_complete."""
 
 
-class JobContext:
-    """Implements jobproc.opcodes.OpContext for opcode `index` of a job."""
+class DaemonOpContext:
+    """The OpContext of opcode `index` of a job, over the job's wconfd and luxid stubs."""
 
     def __init__(
         self,

@@ -1,4 +1,8 @@
-"""What wconfd keeps on disk: one journal of change records and its snapshot.
+"""What wconfd keeps durable: the change records, the snapshot, and the state they rebuild.
+
+Pure, like wconfd.config and wconfd.locking: no I/O.  The storage under it
+(wconfd.storage: a local journal, or etcd) moves these records and snapshots to disk and
+back; wconfd.persistence joins the two.
 
 Three kinds of change share the journal so their order is one order: configuration
 changes and reservation changes (records of wconfd.config), and lock changes.  A lock
@@ -11,20 +15,15 @@ after a change); they replay unchanged, so an upgrade needs no manual step.
 
 from __future__ import annotations
 
-import os
-import time
 from typing import TypeAlias
 
 import msgspec
 
 from wconfd.config import ConfigChange, ConfigDocument, ConfigState, ReservationChange
 from wconfd.config.reservations import ReservationSnapshot, ReservationTable
-from wconfd.storage.seam import DurableStore, recover
-from wconfd.storage.store import LocalStore
+from wconfd.locking.names import RELEASE
 
 Held = list[tuple[str, str]]
-
-RELEASE = "release"
 
 
 class LockChange(msgspec.Struct, frozen=True, tag="lock_change", tag_field="t"):
@@ -118,20 +117,3 @@ class DurableState:
             {"reservations": self.reservations.snapshot(), "locks": self.held_lists()}
         )
         return b'{"config":' + self.config.get_config_json() + b"," + rest[1:]
-
-
-def open_local_store(state_dir: str | os.PathLike[str]) -> LocalStore[Snapshot, Record]:
-    """wconfd's store in `state_dir` (wconfd.journal, wconfd.snapshot.json); not opened yet."""
-    return LocalStore(state_dir, "wconfd", snapshot_type=Snapshot, record_type=Record)
-
-
-def load_durable_state(store: DurableStore[Snapshot, Record]) -> DurableState:
-    """Open `store` and rebuild the state: snapshot + journal replay (a fresh directory
-    gets the default config, fixed on disk at once).  Storage errors propagate."""
-    return recover(
-        store,
-        initial=lambda: DurableState.fresh(time.time()),
-        from_snapshot=DurableState.from_snapshot,
-        apply=DurableState.apply,
-        to_snapshot=DurableState.snapshot_json,
-    )
