@@ -108,11 +108,19 @@ JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
 """Every status of a job or an opcode, from submission to its end.  This order is the order
 of the status counts luxid reports and of the series of the job metrics."""
 
+QUEUED: Final = "queued"
+WAITING: Final = "waiting"
+RUNNING: Final = "running"
+CANCELING: Final = "canceling"
+CANCELED: Final = "canceled"
+SUCCESS: Final = "success"
+ERROR: Final = "error"
+
 FinalizedStatus = Literal["success", "error", "canceled"]
 FINALIZED_STATUSES: Final[tuple[FinalizedStatus, ...]] = get_args(FinalizedStatus)
 """The statuses a job or opcode ends in (and that a dependency can wait for)."""
 
-ACTIVE_STATUSES: Final[tuple[JobStatus, ...]] = ("waiting", "running", "canceling")
+ACTIVE_STATUSES: Final[tuple[JobStatus, ...]] = (WAITING, RUNNING, CANCELING)
 """The statuses of a job (or an opcode) that a job process is working on right now."""
 
 COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = ("priority", "depends", "reason", "comment")

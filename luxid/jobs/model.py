@@ -16,21 +16,20 @@ from client import errors
 from client.api.opcodes import check_opcodes
 from client.vocabulary import (
     ACTIVE_STATUSES,
+    CANCELED,
+    CANCELING,
     DEFAULT_PRIORITY,
+    ERROR,
     FINALIZED_STATUSES,
     JOB_STATUSES,
+    QUEUED,
+    RUNNING,
+    SUCCESS,
+    WAITING,
     JobStatus,
 )
 
 OpStatus = JobStatus
-
-QUEUED: Final = "queued"
-WAITING: Final = "waiting"
-RUNNING: Final = "running"
-CANCELING: Final = "canceling"
-CANCELED: Final = "canceled"
-SUCCESS: Final = "success"
-ERROR: Final = "error"
 
 ALL_STATUSES: Final[tuple[JobStatus, ...]] = JOB_STATUSES
 FINALIZED: Final[frozenset[str]] = frozenset(FINALIZED_STATUSES)
