@@ -24,10 +24,12 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from client.vocabulary import FINALIZED_STATUSES
+
 QUEUE_TARGET: Final = "queue"
 NODE_PREFIX: Final = "node/"
 EVENTS_KEPT: Final = 1000  # the record keeps the last 1,000 events (§12.3)
-FINALIZED: Final = frozenset({"success", "error", "canceled"})
+FINALIZED: Final = frozenset(FINALIZED_STATUSES)
 
 Status: TypeAlias = Literal["draining", "complete", "canceled"]
 Mode: TypeAlias = Literal["hard", "soft"]

@@ -16,18 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from client.vocabulary import FILTER_ACTIONS, FINALIZED_STATUSES, JOB_STATUSES, LEVELS, MODES
+
 Kind = Literal["counter", "gauge", "histogram"]
 LabelValues = tuple[str, ...]
 OVERFLOW = "other"
 WCONFD = "wconfd"
 LUXID = "luxid"
 RAPI = "rapi"
-
-JOB_STATUSES = ("queued", "waiting", "running", "canceling", "canceled", "success", "error")
-FINAL_STATUSES = ("canceled", "success", "error")
-FILTER_ACTIONS = ("ACCEPT", "PAUSE", "REJECT", "CONTINUE", "RATE_LIMIT")
-LOCK_LEVELS = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
-LOCK_MODES = ("shared", "exclusive")
 
 # Fixed histogram buckets (upper bounds, seconds).
 FAST_SECONDS = (
@@ -127,7 +123,8 @@ CATALOGUE: tuple[MetricDef, ...] = (
         "Jobs that reached a final status (a job rejected at submit counts as canceled).",
         LUXID,
         ("status",),
-        seeds=_each(*FINAL_STATUSES),
+        # In the order of JOB_STATUSES (canceled, success, error), as the series are listed.
+        seeds=_each(*(s for s in JOB_STATUSES if s in FINALIZED_STATUSES)),
     ),
     MetricDef(
         "lockwarden_job_queue_seconds",
@@ -172,7 +169,7 @@ CATALOGUE: tuple[MetricDef, ...] = (
         "Locks held, by level and mode.",
         WCONFD,
         ("level", "mode"),
-        seeds=tuple((lv, m) for lv in LOCK_LEVELS for m in LOCK_MODES),
+        seeds=tuple((lv, m) for lv in LEVELS for m in MODES),
     ),
     MetricDef(
         "lockwarden_lock_wait_seconds",

@@ -1,7 +1,9 @@
 """What clients and daemons must agree on, defined once (SPEC §4.1, §4.4, §6.1).
 
 Lock levels and their order, lock modes, the Big Ganeti Lock, the lockset name, how a lock
-name is parsed, formatted and ordered, the priority range, and the common opcode params.
+name is parsed, formatted and ordered, the priority range, the job and opcode statuses, the
+filter actions, the bounds of the integers every part can hold, and the common opcode
+params.
 The API declarations (`client.api`), the stubs' callers, the `lw` commands and the
 daemons all take these from here, so a level or a range cannot differ between the side
 that sends and the side that checks.
@@ -13,7 +15,7 @@ msgspec forms of these for the declarations are in `client.api.numbers` (ranges)
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # -- locks (SPEC §4.1) -------------------------------------------------------------------
 
@@ -35,9 +37,9 @@ RequestMode = Literal["shared", "exclusive", "release"]
 SHARED: Final[Mode] = "shared"
 EXCLUSIVE: Final[Mode] = "exclusive"
 RELEASE: Final = "release"
-MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE)
-"""The modes a lock is held in."""
-REQUEST_MODES: Final[tuple[str, ...]] = (SHARED, EXCLUSIVE, RELEASE)
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
+"""The modes a lock is held in: shared, exclusive."""
+REQUEST_MODES: Final[tuple[RequestMode, ...]] = get_args(RequestMode)
 """The modes of a [lock, mode] pair in a request."""
 
 ORDER_HINT: Final = (
@@ -91,11 +93,47 @@ DEFAULT_PRIORITY: Final = 0
 
 PRIORITY_HINT: Final = f"{PRIORITY_MIN} (most urgent) .. {PRIORITY_MAX}"
 
+# -- integers ----------------------------------------------------------------------------
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+"""The bounds of a signed 64-bit integer: every integer a client sends, a daemon stores or
+the job store keeps must lie in INT64_MIN..INT64_MAX (the journal, the snapshot and SQLite
+hold no larger one)."""
+
 # -- jobs and opcodes (SPEC §6.1) --------------------------------------------------------
 
-FINALIZED_STATUSES: Final[tuple[str, ...]] = ("success", "error", "canceled")
-"""The statuses a job or opcode ends in (and that a dependency can wait for)."""
+JobStatus = Literal["queued", "waiting", "running", "canceling", "canceled", "success", "error"]
+JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
+"""Every status of a job or an opcode, from submission to its end.  This order is the order
+of the status counts luxid reports and of the series of the job metrics."""
+
+QUEUED: Final = "queued"
+WAITING: Final = "waiting"
+RUNNING: Final = "running"
+CANCELING: Final = "canceling"
+CANCELED: Final = "canceled"
+SUCCESS: Final = "success"
+ERROR: Final = "error"
+
 FinalizedStatus = Literal["success", "error", "canceled"]
+FINALIZED_STATUSES: Final[tuple[FinalizedStatus, ...]] = get_args(FinalizedStatus)
+"""The statuses a job or opcode ends in (and that a dependency can wait for)."""
+
+ACTIVE_STATUSES: Final[tuple[JobStatus, ...]] = (WAITING, RUNNING, CANCELING)
+"""The statuses of a job (or an opcode) that a job process is working on right now."""
 
 COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = ("priority", "depends", "reason", "comment")
 """Params every opcode accepts besides its own: priority, depends, reason, comment."""
+
+# -- filter rules ------------------------------------------------------------------------
+
+FilterAction = Literal["ACCEPT", "PAUSE", "REJECT", "CONTINUE", "RATE_LIMIT"]
+FILTER_ACTIONS: Final[tuple[FilterAction, ...]] = get_args(FilterAction)
+"""The five actions of a filter rule."""
+RATE_LIMIT: Final = "RATE_LIMIT"
+"""The one action that takes an argument: on the wire it is `["RATE_LIMIT", n]`."""
+WORD_FILTER_ACTIONS: Final[tuple[FilterAction, ...]] = tuple(
+    action for action in FILTER_ACTIONS if action != RATE_LIMIT
+)
+"""The actions sent as a bare word: ACCEPT, PAUSE, REJECT, CONTINUE."""

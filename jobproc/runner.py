@@ -34,12 +34,13 @@ import os
 import sys
 import time
 from collections.abc import Awaitable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from client import AsyncWConfdClient, LuxiClient, WConfdClient, errors, paths
 from client.api.luxi import Directive, Finish, Hello, Opcode, Running
+from client.vocabulary import FinalizedStatus
 from jobproc.daemon_context import DaemonOpContext
 from jobproc.locks.acquire import LockTaker, Outcome
 from jobproc.opcodes import Canceled, OpCode, OpExecError, build_opcode
@@ -53,7 +54,6 @@ RETRY_MIN, RETRY_MAX = 0.02, 1.0
 # How long a job process waits for an unreachable luxid (seconds; see JobRunner.report).
 HELLO_PATIENCE = float(os.environ.get("LW_JOB_HELLO_PATIENCE", "30"))
 JOB_PATIENCE = float(os.environ.get("LW_JOB_PATIENCE", "600"))
-FinishStatus = Literal["success", "error", "canceled"]
 T = TypeVar("T")
 _handler: logging.StreamHandler[Any] | None = None  # set up once per process (or zygote)
 _who = "zygote"  # who logs: the zygote or "job-<id>" (see setup_logging)
@@ -270,7 +270,7 @@ class JobRunner:
             self._loop.close()
 
 
-def _execute(op: OpCode[Any], ctx: DaemonOpContext) -> tuple[FinishStatus, Any]:
+def _execute(op: OpCode[Any], ctx: DaemonOpContext) -> tuple[FinalizedStatus, Any]:
     """Run the opcode; (status, result) for the Finish report."""
     try:
         return "success", msgspec.to_builtins(op.execute(ctx))

@@ -15,10 +15,11 @@ from collections import Counter
 from collections.abc import Set
 
 from client.api.luxi import QueueOverview
+from client.vocabulary import ACTIVE_STATUSES
 from luxid.jobs import Job, job_status
-from luxid.jobs.model import CANCELING, QUEUED, RUNNING, WAITING
+from luxid.jobs.model import QUEUED
 
-ACTIVE = frozenset({WAITING, RUNNING, CANCELING})
+ACTIVE = frozenset(ACTIVE_STATUSES)
 
 
 def queue_overview(

@@ -25,6 +25,7 @@ from client._server.server import Connection
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
 from client.filterrules import FilterRule
 from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
+from client.vocabulary import JOB_STATUSES
 from luxid.active_filters import ActiveFilters
 from luxid.jobs import (
     Job,
@@ -272,8 +273,7 @@ class Queue:
 
     def queue_info(self) -> dict[str, Any]:
         """query_queue_info's answer."""
-        counts = dict.fromkeys(("queued", "waiting", "running", "canceling", "canceled",
-                                "success", "error"), 0)  # fmt: skip
+        counts = dict.fromkeys(JOB_STATUSES, 0)
         for job in self.live.jobs.values():
             counts[job_status(job)] += 1
         return {

@@ -15,15 +15,16 @@ from typing import Any, TypeVar
 from client import errors
 from client.api.luxi import DrainStatus
 from client.durations import parse_duration
+from client.vocabulary import INT64_MAX, PRIORITY_MAX, PRIORITY_MIN
 from rapi.cluster import find_node, lookup_node
 from rapi.routing import HttpError, Request, body_params, check_param, int_query
 
 T = TypeVar("T")
 
 DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message")
-# Job priorities, most urgent first (SPEC §3: -20 ... 19).
-PRIORITIES = range(-20, 20)
-MAX_INT = 2**63 - 1
+# Job priorities, most urgent first.
+PRIORITIES = range(PRIORITY_MIN, PRIORITY_MAX + 1)
+MAX_INT = INT64_MAX
 
 
 async def served(method: str, call: Awaitable[T]) -> T:

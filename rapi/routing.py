@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client import AsyncLuxiClient, AsyncWConfdClient
+from client.vocabulary import INT64_MAX
 
-MAX_JOB_ID = 2**63 - 1
+MAX_JOB_ID = INT64_MAX
 
 
 class HttpError(Exception):

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from client.api.luxi import DrainStatus
+from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
 from rapi.nodeops import EVAC_MODES, ROLE_FLAGS, ROLE_NAMES
@@ -152,18 +153,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Job": obj(
         {
             "id": INT,
-            "status": {
-                "type": "string",
-                "enum": [
-                    "queued",
-                    "waiting",
-                    "running",
-                    "canceling",
-                    "canceled",
-                    "success",
-                    "error",
-                ],
-            },
+            "status": {"type": "string", "enum": list(JOB_STATUSES)},
             "ops": {"type": "array", "items": {"type": "object"}},
             "summary": STR_LIST,
             "opstatus": STR_LIST,
@@ -196,10 +186,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "predicates": {"type": "array", "items": {"type": "array"}},
             "action": {
                 "oneOf": [
-                    {"type": "string", "enum": ["ACCEPT", "PAUSE", "REJECT", "CONTINUE"]},
+                    {"type": "string", "enum": list(WORD_FILTER_ACTIONS)},
                     {
                         "type": "array",
-                        "prefixItems": [{"const": "RATE_LIMIT"}, {"type": "integer", "minimum": 1}],
+                        "prefixItems": [{"const": RATE_LIMIT}, {"type": "integer", "minimum": 1}],
                         "minItems": 2,
                         "maxItems": 2,
                     },

@@ -15,15 +15,12 @@ declarations as msgspec `Meta` constraints.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 from msgspec import Meta
 
 from client.errors import InvalidParams
-from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
-
-INT64_MIN: Final = -(2**63)
-INT64_MAX: Final = 2**63 - 1
+from client.vocabulary import INT64_MAX, INT64_MIN, PRIORITY_MAX, PRIORITY_MIN
 
 Priority = Annotated[int, Meta(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
 """A lock-request, opcode or job priority: -20 (most urgent) … 19."""

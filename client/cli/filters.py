@@ -9,12 +9,12 @@ from typing import Any
 from client import errors
 from client.cli.context import EXIT_OK, Context, UsageError
 from client.cli.output import Fields, print_record, print_table
+from client.vocabulary import WORD_FILTER_ACTIONS as ACTIONS
 
 FILTER_FIELDS = Fields(
     known=("uuid", "watermark", "priority", "predicates", "action", "reason_trail"),
     default=("uuid", "priority", "watermark", "action", "predicates"),
 )
-ACTIONS = ("ACCEPT", "PAUSE", "REJECT", "CONTINUE")
 REASON_SOURCE = "lw:client:lw-filter"
 
 

@@ -1,7 +1,8 @@
 """Filter rules as both daemons must agree on them (SPEC §6.3, §10): pure, no I/O.
 
 - `expr`: the query-language expressions of predicates (parse and check);
-- `actions`: the five actions, their wire form and the `RATE_LIMIT n` text;
+- `actions`: the wire form of the five actions (named in client.vocabulary, re-exported
+  here as ACTIONS) and the `RATE_LIMIT n` text;
 - `rules`: the stored rule (`FilterRule`), every add-time check, the wire conversions.
 
 luxid builds rules with `make_rule` (its `replace_filter`); wconfd calls
@@ -11,13 +12,12 @@ in luxid (luxid.filters), the only daemon that judges jobs.
 """
 
 from client.filterrules.actions import (
-    ACTIONS,
     WireAction,
     action_text,
     parse_action_text,
     validate_action,
 )
-from client.filterrules.expr import INT64_MAX, INT64_MIN, parse
+from client.filterrules.expr import parse
 from client.filterrules.rules import (
     FILTER_FIELDS,
     PREDICATE_NAMES,
@@ -35,12 +35,11 @@ from client.filterrules.rules import (
     validate_uuid,
     validate_watermark,
 )
+from client.vocabulary import FILTER_ACTIONS as ACTIONS
 
 __all__ = [
     "ACTIONS",
     "FILTER_FIELDS",
-    "INT64_MAX",
-    "INT64_MIN",
     "PREDICATE_NAMES",
     "REASON_SOURCE",
     "FilterRule",

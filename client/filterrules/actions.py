@@ -1,4 +1,5 @@
-"""The five filter actions (SPEC §6.3): their names, wire form, and the `RATE_LIMIT n` text.
+"""The five filter actions (SPEC §6.3): their wire form and the `RATE_LIMIT n` text (their
+names are client.vocabulary's FILTER_ACTIONS).
 
 Wire form: `"ACCEPT" | "PAUSE" | "REJECT" | "CONTINUE" | ["RATE_LIMIT", n]` with n a
 positive integer that fits in signed 64 bits.  People write `RATE_LIMIT n` (the `lw` command
@@ -11,9 +12,8 @@ import re
 from typing import Any, Final, TypeAlias
 
 from client.errors import FilterError
-from client.filterrules.expr import INT64_MAX
+from client.vocabulary import INT64_MAX, WORD_FILTER_ACTIONS
 
-ACTIONS: Final[tuple[str, ...]] = ("ACCEPT", "PAUSE", "REJECT", "CONTINUE", "RATE_LIMIT")
 _RATE_LIMIT_TEXT: Final = re.compile(r"^RATE_LIMIT\s+(\d+)$")
 
 WireAction: TypeAlias = str | list[Any]
@@ -29,7 +29,7 @@ def validate_action(action: Any) -> WireAction:
     FilterError says what is wrong.
     """
     if isinstance(action, str):
-        if action in ACTIONS and action != "RATE_LIMIT":
+        if action in WORD_FILTER_ACTIONS:
             return action
         if action.startswith("RATE_LIMIT"):
             m = _RATE_LIMIT_TEXT.match(action)

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from client.errors import FilterError
+from client.vocabulary import INT64_MAX, INT64_MIN
 
-INT64_MIN: Final = -(1 << 63)
-INT64_MAX: Final = (1 << 63) - 1
 # The fields of one reason-trail entry `(source, reason, timestamp)`, by position.
 REASON_FIELDS: Final[dict[str, int]] = {"source": 0, "reason": 1, "timestamp": 2}
 

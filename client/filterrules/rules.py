@@ -25,7 +25,8 @@ import msgspec
 
 from client.errors import FilterError, InvalidParams
 from client.filterrules.actions import validate_action
-from client.filterrules.expr import INT64_MAX, INT64_MIN, REASON_FIELDS, Expr, leaves_of, parse
+from client.filterrules.expr import REASON_FIELDS, Expr, leaves_of, parse
+from client.vocabulary import INT64_MAX, INT64_MIN
 
 PREDICATE_NAMES: Final[tuple[str, ...]] = ("jobid", "opcode", "reason")
 FILTER_FIELDS: Final[tuple[str, ...]] = (

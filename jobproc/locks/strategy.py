@@ -87,7 +87,7 @@ class LockWaitState:
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
-            raise ValueError(f"priority {self.priority} is outside -20..19")
+            raise ValueError(f"priority {self.priority} is outside {PRIORITY_MIN}..{PRIORITY_MAX}")
         if self.index < 0:
             raise ValueError("index must be >= 0")
 

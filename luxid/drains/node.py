@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from client.errors import InvalidParams, NotFound
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from luxid.drains.effects import TAG_SOURCE, ChangePriority, Effect, Submit
 from luxid.drains.record import (
     JOB_NOUN,
@@ -51,9 +52,10 @@ def check_strategy(deadline: float | None, max_parallel: int, priority: int) -> 
             f"param `max_parallel`: must be >= 1 (moves at once), got {max_parallel}",
             {"param": "max_parallel"},
         )
-    if not -20 <= priority <= 19:
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
         raise InvalidParams(
-            f"param `priority`: must be in -20..19 (lower is more urgent), got {priority}",
+            f"param `priority`: must be in {PRIORITY_MIN}..{PRIORITY_MAX} (lower is more urgent),"
+            f" got {priority}",
             {"param": "priority"},
         )
 

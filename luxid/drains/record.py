@@ -24,6 +24,7 @@ from client.drains import (
     Mode,
     Status,
 )
+from client.vocabulary import PRIORITY_MIN
 
 __all__ = [
     "DRAIN_KILL_GRACE",
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 # The first job of a node drain (and the undrain job of a cancel) runs at this priority.
-MOST_URGENT: Final = -20
+MOST_URGENT: Final = PRIORITY_MIN
 # A drain's kill grace: a queue drain's canceled jobs still running this long after its
 # deadline are killed (luxid's --drain-kill-after changes it).  Not to be confused with
 # luxid.term.STOP_GRACE, the grace of the job processes of a master that lost its role.

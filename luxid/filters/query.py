@@ -61,6 +61,7 @@ from client.filterrules.expr import (
     parse,
     walk,
 )
+from client.vocabulary import INT64_MAX, INT64_MIN
 
 __all__ = [
     "COMPARISONS", "OPERATORS", "REASON_FIELDS", "And", "Compare", "Contains", "Empty",
@@ -146,8 +147,11 @@ def combinable(pattern: str) -> str | None:
 _BACKREF: Final = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]")
 
 
-ID_MIN: Final = -(1 << 63)
-ID_MAX: Final = 1 << 63
+# The ends of a jobid interval that no comparison bounds.  ID_MAX is one above INT64_MAX,
+# the largest job id, as it has always been, so a rule such as `id > INT64_MAX` compiles
+# as it did before these bounds came from client.vocabulary.
+ID_MIN: Final = INT64_MIN
+ID_MAX: Final = INT64_MAX + 1
 
 
 def id_interval(expr: Expr, watermark: int) -> tuple[int, int] | None:

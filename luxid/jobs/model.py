@@ -8,37 +8,33 @@ can hand the same Job to a query while a transition builds the next one); transi
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from client import errors
 from client.api.opcodes import check_opcodes
-from client.vocabulary import DEFAULT_PRIORITY
+from client.vocabulary import (
+    ACTIVE_STATUSES,
+    CANCELED,
+    CANCELING,
+    DEFAULT_PRIORITY,
+    ERROR,
+    FINALIZED_STATUSES,
+    JOB_STATUSES,
+    QUEUED,
+    RUNNING,
+    SUCCESS,
+    WAITING,
+    JobStatus,
+)
 
-JobStatus = Literal["queued", "waiting", "running", "canceling", "canceled", "success", "error"]
 OpStatus = JobStatus
 
-QUEUED: Final = "queued"
-WAITING: Final = "waiting"
-RUNNING: Final = "running"
-CANCELING: Final = "canceling"
-CANCELED: Final = "canceled"
-SUCCESS: Final = "success"
-ERROR: Final = "error"
-
-ALL_STATUSES: Final[tuple[JobStatus, ...]] = (
-    QUEUED,
-    WAITING,
-    CANCELING,
-    RUNNING,
-    CANCELED,
-    SUCCESS,
-    ERROR,
-)
-FINALIZED: Final[frozenset[str]] = frozenset({CANCELED, SUCCESS, ERROR})
+ALL_STATUSES: Final[tuple[JobStatus, ...]] = JOB_STATUSES
+FINALIZED: Final[frozenset[str]] = frozenset(FINALIZED_STATUSES)
 # Ops in these states have a job process working on them right now.
-ACTIVE_OP: Final[frozenset[str]] = frozenset({WAITING, RUNNING, CANCELING})
+ACTIVE_OP: Final[frozenset[str]] = frozenset(ACTIVE_STATUSES)
 
 
 # Results written by luxid itself into opcodes it finalizes.

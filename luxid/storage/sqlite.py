@@ -31,6 +31,7 @@ from msgspec.structs import replace
 
 from client import errors
 from client._server.write_placement import SyncMode
+from client.vocabulary import FINALIZED_STATUSES
 from luxid.jobs.model import Job, LogEntry, job_status
 from luxid.storage.jobdata import age_ts, attach_logs, strip
 
@@ -61,7 +62,7 @@ CREATE TABLE IF NOT EXISTS logs (
 INSERT OR IGNORE INTO meta(key, value) VALUES ('last_job_id', 0);
 """
 
-_FINALIZED_SQL: Final = "('canceled', 'error', 'success')"
+_FINALIZED_SQL: Final = "(" + ", ".join(f"'{s}'" for s in sorted(FINALIZED_STATUSES)) + ")"
 
 _job_encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from client.vocabulary import ACTIVE_STATUSES, FINALIZED_STATUSES
+
 # The fields asked of the jobs the page lists (see detail_ids), in this order.
 JOB_FIELDS = ("id", "status", "summary", "priority", "pending_reason", "opstatus",
               "received_ts", "start_ts", "end_ts")  # fmt: skip
 FILTER_FIELDS = ("uuid", "priority", "action", "predicates", "reason_trail")
-ACTIVE = ("waiting", "running", "canceling")
-FINAL = ("success", "error", "canceled")
+ACTIVE = ACTIVE_STATUSES
+FINAL = FINALIZED_STATUSES
 MAX_QUEUED = 200
 MAX_RECENT = 10
 

@@ -9,10 +9,9 @@ validation.py.)
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-INT64_MIN: Final = -(1 << 63)
-INT64_MAX: Final = (1 << 63) - 1
+from client.vocabulary import INT64_MAX, INT64_MIN
 
 
 def unstorable_number(value: Any, path: str) -> str | None:

@@ -134,3 +134,21 @@ def test_a_json_literal_beyond_a_double_decodes_to_infinity_for_the_check():
     message = decode_message(b'{"params": {"t": 1e400, "u": -1e400}}')
     assert message["params"] == {"t": math.inf, "u": -math.inf}
     assert msgspec.json.decode(b"1.5") == decode_message(b"1.5")
+
+
+def test_the_status_and_action_sets_are_consistent_with_each_other():
+    """The subsets and word constants agree with the full lists, and the orders that the
+    metrics, the status counts and the schemas show stay as they were."""
+    v = vocabulary
+    assert v.JOB_STATUSES == (
+        v.QUEUED, v.WAITING, v.RUNNING, v.CANCELING, v.CANCELED, v.SUCCESS, v.ERROR,
+    )  # fmt: skip
+    assert v.JOB_STATUSES == ("queued", "waiting", "running", "canceling", "canceled",
+                              "success", "error")  # fmt: skip
+    assert set(v.FINALIZED_STATUSES) <= set(v.JOB_STATUSES)
+    assert set(v.ACTIVE_STATUSES) <= set(v.JOB_STATUSES) - set(v.FINALIZED_STATUSES)
+    assert v.FILTER_ACTIONS == ("ACCEPT", "PAUSE", "REJECT", "CONTINUE", "RATE_LIMIT")
+    assert v.WORD_FILTER_ACTIONS == ("ACCEPT", "PAUSE", "REJECT", "CONTINUE")
+    assert v.MODES == ("shared", "exclusive")
+    assert v.REQUEST_MODES == ("shared", "exclusive", "release")
+    assert (v.INT64_MIN, v.INT64_MAX) == (-(2**63), 2**63 - 1)
