@@ -25,6 +25,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 # docs/api.md is generated from the API declarations (client/api/); a test fails when it is stale.

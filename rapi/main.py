@@ -16,6 +16,7 @@ from client._server.runner import (
     add_log_level,
     catch_stop_signals,
     install_event_loop_policy,
+    new_parser,
     setup_logging,
     wait_for_stop_signal,
 )
@@ -31,10 +32,9 @@ RPC_PATIENCE = 10.0  # seconds a request waits for a restarting daemon
 
 def build_parser() -> argparse.ArgumentParser:
     """lw-rapi's options; --run-dir/--state-dir win over LW_RUN_DIR/LW_STATE_DIR."""
-    parser = argparse.ArgumentParser(
-        prog="lw-rapi",
-        description="Lockwarden's HTTP remote API (Ganeti RAPI version 2), a client of "
-        "wconfd and luxid.",
+    parser = new_parser(
+        "lw-rapi",
+        "Lockwarden's HTTP remote API (Ganeti RAPI version 2), a client of wconfd and luxid.",
     )
     parser.add_argument(
         "--state-dir",

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO
 
-from client import paths
+from client import __version__, paths
 from client._server import sdnotify
 from client._server.etcd.leader import DEFAULT_TTL
 from client._server.etcd.url import EtcdStoreUrl, parse_store_url
@@ -39,9 +39,18 @@ class StartupError(Exception):
     """A start-up failure with a clear cause (e.g. corrupt state): logged without traceback."""
 
 
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A daemon's argument parser, with the option every daemon has: `--version`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
+    return parser
+
+
 def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The options every daemon takes (SPEC §3); flags win over LW_RUN_DIR / LW_STATE_DIR."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = new_parser(prog, description)
     parser.add_argument(
         "--state-dir",
         type=Path,

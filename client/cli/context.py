@@ -95,6 +95,13 @@ def unreachable_message(exc: errors.ConnectionError, run_dir: Path) -> str:
     )
 
 
+def not_master_message(exc: errors.NotMaster) -> str:
+    """What to tell an operator whose node is a standby."""
+    if exc.master is None:
+        return "this node is not the master; there is no master right now (retry in a few seconds)"
+    return f"this node is not the master; the master is {exc.master}"
+
+
 def run(handler: Callable[[Context, argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a command handler and turn what it raises into an exit code and a message."""
     ctx = Context(args.run_dir, args.state_dir)
@@ -111,8 +118,6 @@ def run(handler: Callable[[Context, argparse.Namespace], int], args: argparse.Na
         ctx.note(unreachable_message(exc, ctx.run_dir))
         return EXIT_UNREACHABLE
     except errors.NotMaster as exc:
-        from client.cli.roles import not_master_message
-
         ctx.note(f"lw: {not_master_message(exc)}")
         return EXIT_FAILED
     except errors.RpcError as exc:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from client import __version__
 from client.cli.admin_parsers import cluster_commands, lock_commands, user_commands
 from client.cli.argtypes import (
     duration,
@@ -142,6 +143,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Lockwarden's command line: the cluster, its job queue, filters and locks.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     _dir_options(parser, top=True)
     b = _Builder()

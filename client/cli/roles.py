@@ -7,19 +7,12 @@ import argparse
 from typing import Any
 
 from client import errors
-from client.cli.context import EXIT_OK, Context, Failed
+from client.cli.context import EXIT_OK, Context, Failed, not_master_message
 from client.cli.output import Fields, print_table
 
 ROLE_FIELDS = Fields(
     known=("node", "role", "master", "term"), default=("node", "role", "master", "term")
 )
-
-
-def not_master_message(exc: errors.NotMaster) -> str:
-    """What `lw` says when its node is a standby."""
-    if exc.master is None:
-        return "this node is not the master; there is no master right now (retry in a few seconds)"
-    return f"this node is not the master; the master is {exc.master}"
 
 
 def _row(role: Any) -> list[Any]:

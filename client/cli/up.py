@@ -12,80 +12,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
 from client import errors
+from client.cli.children import Child, daemon_argv
 from client.cli.context import EXIT_FAILED, EXIT_OK, Context, Failed, UsageError
+from client.cli.up_ha import ha_stack
 
 START_TIMEOUT = 30.0
-STOP_TIMEOUT = 10.0
 DEMO_NODES = (("node1", "192.0.2.1"), ("node2", "192.0.2.2"), ("node3", "192.0.2.3"))
 
 
 class _Stop(Exception):
     """SIGINT or SIGTERM arrived."""
-
-
-class Child:
-    """One daemon of the stack."""
-
-    def __init__(self, name: str, argv: list[str], where: str) -> None:
-        self.name = name
-        self.argv = argv
-        self.where = where
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start it in its own process group (Ctrl-C reaches `lw up` only, which stops the
-        daemons in order); it gets SIGTERM if `lw up` itself dies."""
-        self.proc = subprocess.Popen(self.argv, process_group=0, preexec_fn=_die_with_parent)
-
-    @property
-    def pid(self) -> int | None:
-        """Its pid once started."""
-        return None if self.proc is None else self.proc.pid
-
-    def exited(self) -> int | None:
-        """Its exit code once it has exited."""
-        return None if self.proc is None else self.proc.poll()
-
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT; its exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            return self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-
-def _die_with_parent() -> None:
-    """In the child: ask Linux for SIGTERM when the parent dies (best effort)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def daemon_argv(name: str) -> list[str]:
-    """How to run `lw-<name>`: the console script beside this Python, on PATH, or `-m`."""
-    script = Path(sys.executable).parent / f"lw-{name}"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which(f"lw-{name}")
-    return [found] if found else [sys.executable, "-m", name]
 
 
 def _wait_until(child: Child, answers: Callable[[], bool]) -> None:
@@ -196,12 +139,7 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"--rapi-port must be 1..65535, got {args.rapi_port}")
     ctx.run_dir = ctx.run_dir.absolute()
     ctx.state_dir = ctx.state_dir.absolute()
-    if args.ha:
-        from client.cli.up_ha import ha_stack
-
-        groups = ha_stack(ctx, args)
-    else:
-        groups = [[member] for member in _children(ctx, args)]
+    groups = ha_stack(ctx, args) if args.ha else [[member] for member in _children(ctx, args)]
     stack = [member for group in groups for member in group]
     code = EXIT_OK
     with _stop_signals():

@@ -9,7 +9,7 @@ nodes `node1`…`nodeN`, each a wconfd and a luxid on their own run and state di
 becomes master, the others stand by and answer NotMaster. `lw --run-dir <run>/nodeI …`
 talks to node I; kill a node's daemons to watch another take over.
 
-The children are `client.cli.up.Child`ren, started, watched and stopped by `lw up`.
+The children are `client.cli.children.Child`ren, started, watched and stopped by `lw up`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from client.cli.children import Child, daemon_argv
 from client.cli.context import Context, Failed
 from client.etcd_binary import crash_unsafe, find_etcd, release_of
-
-if TYPE_CHECKING:
-    from client.cli.up import Child
 
 MEMBERS = 3
 HA_PREFIX = "/lockwarden"
@@ -84,8 +81,6 @@ def _socket_answers(path: Path) -> Probe:
 def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, Probe]]]:
     """The etcd members (one group: a member is healthy only once a quorum runs), then
     each node's daemons, with readiness probes; groups in start order."""
-    from client.cli.up import Child, daemon_argv
-
     if args.ha < 1:
         raise Failed(f"--ha needs at least one node, got {args.ha}")
     binary = etcd_binary()

@@ -6,7 +6,7 @@ functions return new records.
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from typing import Final
 
 import msgspec
@@ -71,7 +71,7 @@ def node_target(node: str) -> str:
 
 def clock(when: float) -> str:
     """A time of day for events: `12:00:00` (local time, as the CLI shows times)."""
-    return time.strftime("%H:%M:%S", time.localtime(when))
+    return datetime.fromtimestamp(when).strftime("%H:%M:%S")
 
 
 def with_events(record: DrainRecord, now: float, *messages: str) -> DrainRecord:
