@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from client import LuxiClient, WConfdClient
+from client.vocabulary import FINALIZED_STATUSES
 
 BIN = Path(sys.executable).parent
 
@@ -159,5 +160,5 @@ def wait_final(lc: LuxiClient, job_id: int) -> str:
         if change == "nochange":
             continue
         prev = change.values
-        if prev[0] in ("success", "error", "canceled"):
+        if prev[0] in FINALIZED_STATUSES:
             return str(prev[0])

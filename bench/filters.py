@@ -30,6 +30,7 @@ sys.path.append(sys.path.pop(0))
 from _util import cpu_count, daemon, summary
 
 from client import LuxiClient
+from client.vocabulary import FINALIZED_STATUSES
 from luxid.filters import FilterRule
 from luxid.jobs import new_job
 from luxid.queue import Queue
@@ -152,7 +153,7 @@ def unpause_latency(samples: int = 30) -> dict[str, Any]:
             lc.replace_filter(uuid=uuid, priority=0, predicates=[], action="CONTINUE",
                               reason=[])  # fmt: skip
             prev = None
-            while prev is None or prev[0] not in ("success", "error", "canceled"):
+            while prev is None or prev[0] not in FINALIZED_STATUSES:
                 prev = lc.wait_for_job_change(
                     job_id=job_id, fields=["status"], prev_values=prev,
                     prev_log_serial=10**9, timeout=10,

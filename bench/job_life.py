@@ -50,11 +50,12 @@ sys.path.append(sys.path.pop(0))
 from _util import cpu_count, daemon, set_max_running, wait_final
 
 from client import LuxiClient
+from client.vocabulary import FINALIZED_STATUSES
 
 DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 STEPS = ("forked", "loop", "hello", "locked", "running", "executed", "released",
          "finished", "exit")  # fmt: skip
-FINAL = ("success", "error", "canceled")
+FINAL = FINALIZED_STATUSES
 JOB_FIELDS = ["id", "received_ts", "start_ts", "opexec", "end_ts"]
 
 
