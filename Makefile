@@ -18,7 +18,8 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-# Every SPEC §11 figure: each script's JSON, then the table figure | measured | target | met?
+# Every figure of docs/contracts.md#performance-targets: each script's JSON, then the
+# table figure | measured | target | met?
 # (JSON kept in .lw/bench; `$(BIN)/python bench/report.py --help` for --only/--all).
 bench: $(STAMP)
 	$(BIN)/python bench/report.py --out .lw/bench

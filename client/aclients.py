@@ -1,4 +1,4 @@
-"""The asyncio public stubs of SPEC §3.2: AsyncWConfdClient and AsyncLuxiClient."""
+"""The asyncio public stubs: AsyncWConfdClient and AsyncLuxiClient."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The asyncio client stub (SPEC §3.2): many calls in flight over one connection."""
+"""The asyncio client stub: many calls in flight over one connection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Room on nodes (SPEC §7.1): free memory and CPU computed from the instances that are up,
+"""Room on nodes (docs/capacity.md): free memory and CPU computed from the instances that are up,
 and the placement rule that every opcode, drain and view shares.
 
 Pure functions over the configuration as plain data (the mappings of `get_config`,

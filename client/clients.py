@@ -1,5 +1,5 @@
-"""The blocking public stubs of SPEC §3.2: WConfdClient and LuxiClient (asyncio twins in
-client.aclients).
+"""The blocking public stubs (docs/contracts.md#python-client-stubs): WConfdClient and
+LuxiClient (asyncio twins in client.aclients).
 
 Their methods come from the API declarations (client.api); this module only adds what
 differs per daemon: the socket name and, for wconfd, the identify handshake.
@@ -16,7 +16,8 @@ from client.stubs import DEFAULT_PATIENCE, SyncStub
 
 
 class _Identifies:
-    """The identify handshake every new wconfd connection starts with (SPEC §3.1).
+    """The identify handshake every new wconfd connection starts with
+    (docs/contracts.md#client-identification).
 
     Mixed in before SyncStub or AsyncStub, whose __init__ it extends with the identity.
     """

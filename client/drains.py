@@ -1,16 +1,16 @@
-"""The drain record (SPEC §12.1, §12.2): what wconfd stores under `drains[target]`,
+"""The drain record (docs/contracts.md#drains): what wconfd stores under `drains[target]`,
 declared once for both daemons and for clients reading `get_object("drain", target)`.
 
 wconfd stores and checks it as the `drain` kind of its configuration (wconfd.config.objects
 names it `Drain`); luxid's drain core (luxid.drains) reads, changes and writes it.  It
-carries the fields §12.1 names (target, status, started_at, updated_at, deadline,
-max_parallel, priority, message, deadline_reached, completed_at, events; uuid, serial_no,
-ctime and mtime as every config object; a drain's uuid is its target) plus the state a
-restarted luxid needs to resume without moving an instance twice: the drain's jobs with
-their last seen status (the unfinished ones apart, so that a pass looks at those only),
-the instances it moved, the blocked instances with the capacity key they were refused
-under, the instances shut down at the deadline, the cancels already sent, and for the
-queue drain its mode, filter rule and watermark.
+carries the fields docs/contracts.md#node-drain names (target, status, started_at,
+updated_at, deadline, max_parallel, priority, message, deadline_reached, completed_at,
+events; uuid, serial_no, ctime and mtime as every config object; a drain's uuid is its
+target) plus the state a restarted luxid needs to resume without moving an instance twice:
+the drain's jobs with their last seen status (the unfinished ones apart, so that a pass
+looks at those only), the instances it moved, the blocked instances with the capacity key
+they were refused under, the instances shut down at the deadline, the cancels already sent,
+and for the queue drain its mode, filter rule and watermark.
 
 Unknown fields are refused (as for every config object), and every field has the type
 luxid writes, so a malformed record is refused when written, not when luxid resumes.
@@ -28,7 +28,7 @@ from client.vocabulary import FINALIZED_STATUSES
 
 QUEUE_TARGET: Final = "queue"
 NODE_PREFIX: Final = "node/"
-EVENTS_KEPT: Final = 1000  # the record keeps the last 1,000 events (§12.3)
+EVENTS_KEPT: Final = 1000  # the record keeps the last 1,000 events (docs/contracts.md#node-drain)
 FINALIZED: Final = frozenset(FINALIZED_STATUSES)
 
 Status: TypeAlias = Literal["draining", "complete", "canceled"]

@@ -1,4 +1,4 @@
-"""Durations as operators write them (SPEC §12.4): `90s`, `15m`, `2h`, `1h30m`, `1d`.
+"""Durations as operators write them: `90s`, `15m`, `2h`, `1h30m`, `1d`.
 
 A duration is one or more `<integer><unit>` parts with units d, h, m, s, each at most once
 and from the largest to the smallest (`1h30m`, not `30m1h`), or a bare number of seconds

@@ -1,7 +1,7 @@
-"""Typed errors of the wire protocol (SPEC §3): one class per `data.type`.
+"""Typed errors of the wire protocol (docs/contracts.md#errors): one class per `data.type`.
 
 Each class carries its code; the maps used by the client stubs and the server's error
-encoding are derived from the classes, so the table of SPEC §3 is written once.  Raise these
+encoding are derived from the classes, so the table of codes is written once.  Raise these
 anywhere in a daemon (pure cores included); the server turns them into JSON-RPC error
 objects and the stubs turn those back into the same class.
 """
@@ -173,7 +173,7 @@ class Timeout(RpcError):
 
 
 class NotMaster(RpcError):
-    """This node is a standby (SPEC §13); `data.master` names the master (null while none)."""
+    """This node is a standby; `data.master` names the master (null while none)."""
 
     code = -32070
 

@@ -1,4 +1,4 @@
-"""The metric catalogue: every Lockwarden metric, named once (SPEC §14).
+"""The metric catalogue: every Lockwarden metric, named once (docs/contracts.md#observability).
 
 Pure data.  The daemons keep their values in a `client._server.metrics.Registry` built
 from it, read with `get_metrics`; lw-rapi renders `/metrics` from it.

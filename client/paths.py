@@ -1,4 +1,5 @@
-"""Default locations of sockets and state (SPEC §3): flags win over env vars, env over defaults."""
+"""Default locations of sockets and state (docs/contracts.md#sockets-and-paths): flags win
+over env vars, env over defaults."""
 
 from __future__ import annotations
 

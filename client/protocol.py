@@ -1,4 +1,5 @@
-"""JSON-RPC 2.0 framing and envelopes (SPEC §3): one compact JSON document per line.
+"""JSON-RPC 2.0 framing and envelopes (docs/contracts.md#framing): one compact JSON document
+per line.
 
 Shared by the server and the stubs.  Envelopes are msgspec Structs, so checking that a
 decoded message is a request costs one `msgspec.convert`, not a jsonschema run.

@@ -1,8 +1,8 @@
 """Where a running lw-rapi listens, published in the run directory for `lw info`.
 
 lw-rapi writes `rapi.json` (`{"url", "pid"}`, atomically) once it listens and removes it
-when it stops; `lw info` shows the metrics endpoint (SPEC §14) only while that process
-lives, so a file left by a killed lw-rapi shows nothing rather than a dead address.
+when it stops; `lw info` shows the metrics endpoint only while that process lives, so a file
+left by a killed lw-rapi shows nothing rather than a dead address.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RAPI users file (SPEC §8.2): its format, and how to read and edit it.
+"""The RAPI users file (docs/contracts.md#rapi-paths): its format, and how to read and edit it.
 
 `rapi_users` in the state directory holds one user a line::
 

@@ -1,5 +1,6 @@
-"""Client stubs derived from the API declarations (SPEC §3.2): the shared base and the
-blocking stub (the asyncio stub is in client.astubs, so sync callers never import asyncio).
+"""Client stubs derived from the API declarations (docs/contracts.md#python-client-stubs):
+the shared base and the blocking stub (the asyncio stub is in client.astubs, so sync callers
+never import asyncio).
 
 A stub class names its API once (`api=...`); every declared method becomes a method of
 the stub with the same parameters.  Results are decoded with the declared result type;
@@ -7,13 +8,13 @@ error responses raise the `client.errors` class named by `data.type`.  A broken
 connection is reopened (and re-identified) on the next call; a call marked `reissue`
 in its declaration is sent again when the connection broke while it waited.
 
-A daemon restart (SPEC §10) is ridden out: once a stub has reached its daemon, it keeps
-reconnecting with a back-off for `patience` seconds (default minutes, what a job process
-needs; the interactive `lw` passes a short one), re-identifies, re-sends what never
-reached the daemon and what its declaration marks safe to re-send, and only then gives up
-with a ConnectionError that names the daemon and how long it waited.  `expect_daemon`
-makes even the first connection wait so, for a caller whose daemon must be there (a job
-process); otherwise a daemon never reached fails at once ("is it running?").
+A daemon restart is ridden out (docs/contracts.md#reliability-and-security): once a stub has
+reached its daemon, it keeps reconnecting with a back-off for `patience` seconds (default
+minutes, what a job process needs; the interactive `lw` passes a short one), re-identifies,
+re-sends what never reached the daemon and what its declaration marks safe to re-send, and
+only then gives up with a ConnectionError that names the daemon and how long it waited.
+`expect_daemon` makes even the first connection wait so, for a caller whose daemon must be
+there (a job process); otherwise a daemon never reached fails at once ("is it running?").
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from client.protocol import Response, decode_response, encode
 
 _RECV = 256 * 1024
 # How long a stub keeps trying to reach a daemon it was connected to (a restart), unless
-# told otherwise: minutes, so a job rides out a restart however slow (SPEC §10).
+# told otherwise: minutes, so a job rides out a restart however slow.
 DEFAULT_PATIENCE = 300.0
 # Back-off between two connection attempts while the daemon is away.
 _BACKOFF_MIN, _BACKOFF_MAX = 0.01, 0.5

@@ -1,4 +1,4 @@
-"""What clients and daemons must agree on, defined once (SPEC §4.1, §4.4, §6.1).
+"""What clients and daemons must agree on, defined once.
 
 Lock levels and their order, lock modes, the Big Ganeti Lock, the lockset name, how a lock
 name is parsed, formatted and ordered, the priority range, the job and opcode statuses, the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-# -- locks (SPEC §4.1) -------------------------------------------------------------------
+# -- locks (docs/contracts.md#lock-names-and-order) --------------------------------------
 
 LEVELS: Final[tuple[str, ...]] = ("cluster", "instance", "nodegroup", "node", "node-res", "network")
 """The lock levels, in lock order."""
@@ -78,12 +78,12 @@ def split_lock_name(name: str) -> tuple[str, str]:
 
 
 def lock_key(name: str) -> LockKey:
-    """The total-order key of a lock name (SPEC §4.1); ValueError if it is malformed."""
+    """The total-order key of a lock name; ValueError if it is malformed."""
     level, member = split_lock_name(name)
     return (LEVEL_INDEX[level], 0 if member == LOCKSET else 1, member)
 
 
-# -- priorities (SPEC §4.4 rule 4, §6.1) ------------------------------------------------
+# -- priorities (docs/contracts.md#lock-rules, rule 4; docs/contracts.md#job-model) ------
 
 PRIORITY_MIN: Final = -20
 """The most urgent priority."""
@@ -101,7 +101,7 @@ INT64_MAX: Final = 2**63 - 1
 the job store keeps must lie in INT64_MIN..INT64_MAX (the journal, the snapshot and SQLite
 hold no larger one)."""
 
-# -- jobs and opcodes (SPEC §6.1) --------------------------------------------------------
+# -- jobs and opcodes (docs/contracts.md#job-model) --------------------------------------
 
 JobStatus = Literal["queued", "waiting", "running", "canceling", "canceled", "success", "error"]
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)

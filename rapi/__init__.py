@@ -1,1 +1,1 @@
-"""rapi: the HTTP remote API daemon, a client of luxid and wconfd (SPEC §8.2)."""
+"""rapi: the HTTP remote API daemon, a client of luxid and wconfd (docs/contracts.md#rapi-paths)."""

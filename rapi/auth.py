@@ -1,4 +1,4 @@
-"""HTTP Basic authentication against the `rapi_users` file (SPEC §8.2).
+"""HTTP Basic authentication against the `rapi_users` file.
 
 The file's format belongs to `client.rapi_users` (`lw rapi-user` writes it); this module
 reads it, rereads it whenever it changes (mtime, size or inode), and checks credentials.

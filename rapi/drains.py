@@ -1,4 +1,4 @@
-"""Node drains over HTTP (SPEC §12.4): `GET|PUT|DELETE /2/nodes/<name>/drain` and
+"""Node drains over HTTP (docs/rapi-drains.md): `GET|PUT|DELETE /2/nodes/<name>/drain` and
 `GET /2/drains`, answered with luxid's `DrainStatus` records as they are.
 
 luxid does the work (`drain_node`, `cancel_node_drain`, `query_drains`); these handlers
@@ -28,14 +28,14 @@ MAX_INT = INT64_MAX
 
 
 async def served(method: str, call: Awaitable[T]) -> T:
-    """Await a drain call; 501 if luxid does not know the method (it predates SPEC §12)."""
+    """Await a drain call; 501 if luxid does not know the method (it predates drains)."""
     try:
         return await call
     except errors.MethodNotFound:
         raise HttpError(
             501,
             f"the luxid behind this lw-rapi does not serve drains (it answered {method} with "
-            "MethodNotFound); node drains need an lw-luxid with SPEC §12 drains: upgrade and "
+            "MethodNotFound); node drains need an lw-luxid that serves them: upgrade and "
             "restart it",
         ) from None
 

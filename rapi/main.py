@@ -1,4 +1,5 @@
-"""`lw-rapi`: the HTTP remote API daemon (SPEC §8.2), a client of luxid and wconfd."""
+"""`lw-rapi`: the HTTP remote API daemon (docs/contracts.md#rapi-paths), a client of luxid
+and wconfd."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`GET /metrics` (SPEC §14): both daemons' `get_metrics`, gathered at scrape time and
-rendered by prometheus_client's own text exposition.
+"""`GET /metrics`: both daemons' `get_metrics`, gathered at scrape time and rendered by
+prometheus_client's own text exposition.
 
 Nothing is cached or polled between scrapes: each scrape asks wconfd and luxid at once
 (concurrently, each bounded by `SCRAPE_TIMEOUT`), and a `DaemonCollector` turns their

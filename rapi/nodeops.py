@@ -1,5 +1,6 @@
 """Ganeti's node operations over HTTP, in the shapes `ganeti.rapi.client` sends them
-(rlib2's R_2_nodes_name_role and R_2_nodes_name_evacuate; SPEC §12.4):
+(rlib2's R_2_nodes_name_role and R_2_nodes_name_evacuate;
+docs/rapi-drains.md#ganetis-node-role-and-evacuation):
 
 - `GET /2/nodes/<name>/role` → "offline", "drained", "master-candidate" or "regular";
 - `PUT /2/nodes/<name>/role` with a JSON string body (`SetNodeRole`) submits
@@ -15,10 +16,10 @@ Differences from Ganeti, each answered or documented rather than silently droppe
 "master" role is not a flag (400, as in Ganeti); a node's role is its flags, since the
 control plane is not a node that could report "master"; instances live on shared storage,
 so evacuation moves primary instances ("primary-only" and "all" mean the same, and
-"secondary-only" is a 400); placement by capacity (§7.1) picks the targets, so an
-`iallocator` name is accepted as Ganeti's default is, while a fixed `remote_node` and
-`?dry-run=1` are 400.  `force` and `auto-promote` guard master-candidate pool sizes,
-which Lockwarden has none of; they are accepted and have nothing to change.
+"secondary-only" is a 400); placement by capacity (docs/capacity.md#placement) picks the
+targets, so an `iallocator` name is accepted as Ganeti's default is, while a fixed
+`remote_node` and `?dry-run=1` are 400.  `force` and `auto-promote` guard master-candidate
+pool sizes, which Lockwarden has none of; they are accepted and have nothing to change.
 
 Jobs carry Ganeti's reason trail: `["gnt:user", <?reason=…>, ns]` when given, then
 `["gnt:library:rlib2:<resource>", "", ns]`.

@@ -1,4 +1,5 @@
-"""lw-rapi's observability routes (SPEC §14): `GET /metrics` and the dashboard under `/ui/`.
+"""lw-rapi's observability routes (docs/observability.md): `GET /metrics` and the dashboard
+under `/ui/`.
 
 `install()` adds them to the RAPI application.  They are reads: each needs a user of the
 rapi_users file unless `--allow-anonymous-read`; `/metrics` alone may also be opened with

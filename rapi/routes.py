@@ -1,4 +1,5 @@
-"""The RAPI's route table (SPEC §8.2): every method on every resource, in one place.
+"""The RAPI's route table (docs/contracts.md#rapi-paths): every method on every resource, in
+one place.
 
 The HTTP application (`rapi.app`) and the OpenAPI document (`rapi.openapi`) are both
 derived from `ROUTES`; a new resource (metrics, a dashboard, drains) is one more `Route`

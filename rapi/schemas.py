@@ -1,6 +1,7 @@
 """JSON schemas of the RAPI's parameters, bodies and answers, for the OpenAPI document
 (`rapi.openapi`).  Ganeti's shapes (doc/rapi.rst); the node, instance, group and info
-schemas list the fields htools read (SPEC §8.2), which the fuzz test checks answers against.
+schemas list the fields htools read (docs/contracts.md#rapi-paths), which the fuzz test
+checks answers against.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Cluster objects in Ganeti's RAPI shapes (rlib2's N_FIELDS, I_FIELDS, G_FIELDS and the
-info resource), with the fields Ganeti's cluster tools read (SPEC §8.2).
+info resource), with the fields Ganeti's cluster tools read (docs/contracts.md#rapi-paths).
 
 htools' RAPI backend (hbal, hspace: `Ganeti/HTools/Backend/Rapi.hs`) reads groups `name
 uuid alloc_policy ipolicy tags`; nodes `name offline drained vm_capable ndparams group.uuid
@@ -49,8 +49,8 @@ def node_role(node: Obj) -> str:
 def master_name(view: ConfigView) -> str:
     """The node htools treat as the master: the first node by name ("" without nodes).
 
-    SPEC §8.2 prefers the control plane's own node when it is a cluster node; the RAPI
-    daemon has no notion of its node yet, so the first node stands in.
+    The control plane's own node would be the better answer when it is a cluster node;
+    the RAPI daemon has no notion of its node yet, so the first node stands in.
     """
     nodes = view.objects("nodes")
     return str(nodes[0]["name"]) if nodes else ""

@@ -67,7 +67,7 @@ def build_methods(
     on exactly one of `impls`.
 
     With `role`, every method but `roles.STANDBY_METHODS` answers NotMaster while the role
-    is not serving (a standby, SPEC §13): the one place the role is enforced.
+    is not serving (a standby): the one place the role is enforced.
 
     Each implementation is `async def name(self, caller, <declared params>)`, where
     `caller` is what `guard` returns (the connection when there is no guard).  A method
@@ -98,9 +98,9 @@ async def dispatch_one(
 ) -> dict[str, Any] | None:
     """Answer one request (a batch member or a lone request); None for a notification.
 
-    A batch member that is not a valid request gets its own error (SPEC §3), so this
-    runs per request.  Params by position or by name go to the handler as they came;
-    the handler decodes them against the declaration.
+    A batch member that is not a valid request gets its own error
+    (docs/contracts.md#calls), so this runs per request.  Params by position or by name go
+    to the handler as they came; the handler decodes them against the declaration.
     """
     try:
         request = msgspec.convert(message, Request, strict=True)

@@ -1,4 +1,5 @@
-"""A node's role in the control plane (SPEC §13) and the one check that enforces it.
+"""A node's role in the control plane (docs/contracts.md#replicated-control-plane) and
+the one check that enforces it.
 
 Every daemon has a `Role`: on local files it is `SingleNode` (always master, term 0); on
 etcd, wconfd's election decides it (wconfd/ha.py). The dispatch table
@@ -17,11 +18,11 @@ from client.api.common import RoleInfo
 from client.errors import NotMaster
 
 STANDBY_METHODS: Final = frozenset({"ping", "version", "identify", "get_role"})
-"""What a standby still answers (SPEC §13): everything else is NotMaster."""
+"""What a standby still answers: everything else is NotMaster."""
 
 
 def default_node_name() -> str:
-    """`--node`'s default: $LW_NODE, else the host name (SPEC §13)."""
+    """`--node`'s default: $LW_NODE, else the host name."""
     return os.environ.get("LW_NODE") or socket.gethostname()
 
 

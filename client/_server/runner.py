@@ -49,7 +49,7 @@ def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The options every daemon takes (SPEC §3); flags win over LW_RUN_DIR / LW_STATE_DIR."""
+    """The options every daemon takes; flags win over LW_RUN_DIR / LW_STATE_DIR."""
     parser = new_parser(prog, description)
     parser.add_argument(
         "--state-dir",
@@ -104,8 +104,9 @@ def _store_url(text: str) -> EtcdStoreUrl:
 
 
 def add_role_options(parser: argparse.ArgumentParser) -> None:
-    """--store, --node and --lease-ttl (SPEC §13): where the durable state lives and who
-    this node is. Without --store (or $LW_STORE) the state stays in local files."""
+    """--store, --node and --lease-ttl (docs/contracts.md#replicated-control-plane): where
+    the durable state lives and who this node is. Without --store (or $LW_STORE) the state
+    stays in local files."""
     env_store = os.environ.get("LW_STORE") or None
     parser.add_argument(
         "--store",

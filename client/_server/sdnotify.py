@@ -1,4 +1,5 @@
-"""A dependency-free implementation of systemd's ``sd_notify`` protocol (SPEC §8.3).
+"""A dependency-free implementation of systemd's ``sd_notify`` protocol
+(docs/operations.md#how-the-units-behave).
 
 The Lockwarden units are ``Type=notify`` with ``WatchdogSec=``: each daemon tells systemd
 when it is ready (``READY=1``), what it is doing (``STATUS=``), that it is shutting down

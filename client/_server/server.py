@@ -1,4 +1,5 @@
-"""The JSON-RPC server loop over a Unix socket (SPEC §3), shared by wconfd and luxid.
+"""The JSON-RPC server loop over a Unix socket (docs/contracts.md#wire-protocol), shared by
+wconfd and luxid.
 
 One asyncio Protocol per connection splits the byte stream into lines and runs each
 request in its own task, so a long call (a lock wait) never blocks the next request on

@@ -1,6 +1,6 @@
 """Where a daemon's group commit writes each batch: on the event-loop thread, or on its
 store's own thread (wconfd's journal, wconfd.storage.store; luxid's job database,
-luxid.store.group_commit).
+luxid.storage.group_commit).
 
 A thread hand-off costs ~100 µs here, as much as a flush on a fast disk, so a lone writer
 is best served on the loop.  Where the disk is slow (a write averaging `inline_threshold`,

@@ -1,4 +1,5 @@
-"""Methods both daemons serve (SPEC §3, §13, §14): ping, version, get_metrics, get_role."""
+"""Methods both daemons serve (docs/contracts.md#common-methods): ping, version,
+get_metrics, get_role."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class VersionInfo(msgspec.Struct, frozen=True):
 
 
 class RoleInfo(msgspec.Struct, frozen=True):
-    """What `get_role` answers (SPEC §13)."""
+    """What `get_role` answers."""
 
     node: str
     role: Literal["master", "standby"]
@@ -38,13 +39,14 @@ class CommonApi(Api):
 
     @rpc(identified=False, reissue=True)
     def get_metrics(self) -> dict[str, Any]:
-        """The daemon's own counters, gauges and histograms (SPEC §14), keyed by Prometheus
-        name: a value, or [[{label: value}, value], ...]; a histogram as its _bucket (with
-        `le`), _sum and _count series."""
+        """The daemon's own counters, gauges and histograms (docs/contracts.md#observability),
+        keyed by Prometheus name: a value, or [[{label: value}, value], ...]; a histogram as
+        its _bucket (with `le`), _sum and _count series."""
 
     @rpc(identified=False, reissue=True)
     def get_role(self) -> RoleInfo:
-        """This node's role in the control plane (SPEC §13): its name, "master" or
+        """This node's role in the control plane
+        (docs/contracts.md#replicated-control-plane): its name, "master" or
         "standby", the master's node name (null while there is none) and the term (the
         leader key's create revision; 0 for a single node on local files). Answered on
         standbys too."""

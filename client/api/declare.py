@@ -45,7 +45,7 @@ def rpc(
     `errors` lists the typed errors it may raise (besides the protocol ones).
     `identified=False` lets it run before `identify` (wconfd).  `reissue=True` lets a
     stub send it again when the connection broke while waiting for the answer, e.g. across
-    a daemon restart (SPEC §10).  Declare it only where sending twice ends as sending once:
+    a daemon restart.  Declare it only where sending twice ends as sending once:
     reads; requests withdrawn when the connection closes (a lock wait); calls that set a
     state rather than step it (acquire these pairs, free, intersect, downgrade, release a
     reservation: applied again against the restored table they change nothing more); and

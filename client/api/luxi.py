@@ -1,7 +1,8 @@
-"""The luxid API (SPEC §6.2): declared once, served by luxid, called by the stubs.
+"""The luxid API: declared once, served by luxid, called by the stubs.
 
-Besides the job-queue methods of §6.2 it declares `job_report`, the channel a job process
-(jobproc, SPEC §7) uses to tell luxid what it does and to learn what it should do next.
+Besides the job-queue methods (docs/contracts.md#job-methods) it declares `job_report`, the
+channel a job process (jobproc) uses to tell luxid what it does and to learn what it should
+do next.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ Opcode = dict[str, Any]
 # A job's opcodes, their common params checked at the edge (InvalidOpcode names them).
 Job = Annotated[list[Opcode], declare.Check(check_opcodes)]
 # Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
-# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+# array as a list, while the daemon may build them from tuples.
 LogEntry = Annotated[Sequence[Any], Meta(min_length=4, max_length=4)]
 """[serial, timestamp, type, message]"""
 Verdict = Annotated[list[bool | str], Meta(min_length=2, max_length=2)]
@@ -51,7 +52,8 @@ class JobChange(msgspec.Struct, frozen=True):
 
 class QueueInfo(msgspec.Struct, frozen=True):
     """The queue at a glance: drain flag, slots, jobs per status, number of filters, and
-    the queue drain of SPEC §12.2 if there is one (the flag and the drain are separate)."""
+    the queue drain (docs/contracts.md#queue-drain) if there is one (the flag and the drain
+    are separate)."""
 
     drained: bool
     max_running_jobs: int
@@ -73,7 +75,7 @@ class QueueOverview(msgspec.Struct, frozen=True):
     pending_reasons: list[Annotated[Sequence[Any], Meta(min_length=2, max_length=2)]]
 
 
-# -- the job-process protocol (SPEC §7) ----------------------------------------------------
+# -- the job-process protocol (docs/contracts.md#job-processes-and-opcodes) ----------------
 #
 # A job process sends events about its own job; luxid answers each with a Directive.  All
 # events are idempotent (a job process re-sends an event whose answer it did not get, e.g.
@@ -144,7 +146,7 @@ class Directive(msgspec.Struct, frozen=True):
 
 
 class DrainStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """A drain as `query_drains` and `drain_node` report it (SPEC §12.3).
+    """A drain as `query_drains` and `drain_node` report it (docs/contracts.md#drain-methods).
 
     `mode` is "hard" or "soft" for the queue drain and null for a node drain; `total` and
     `remaining` count instances for a node, jobs for the queue; `blocked` lists
@@ -250,7 +252,7 @@ class LuxiApi(CommonApi):
         changed or archived, or the drain flag set), or the current one at the timeout;
         `timeout` 0 reads it.  Event-driven, for watchers such as the dashboard."""
 
-    # -- filters (SPEC §6.3) ---------------------------------------------------------
+    # -- filters (docs/contracts.md#filters) -----------------------------------------
 
     @rpc(FilterError, InvalidParams, StorageError)
     def replace_filter(
@@ -269,14 +271,14 @@ class LuxiApi(CommonApi):
         """Rows of the requested fields (default all) for the given filters (default all,
         sorted by uuid)."""
 
-    # -- job processes (SPEC §7) -----------------------------------------------------
+    # -- job processes (docs/contracts.md#job-processes-and-opcodes) -----------------
 
     @rpc(PermissionDenied, NotFound, InvalidParams, StorageError, reissue=True)
     def job_report(self, job_id: JobId, event: JobEvent) -> Directive:
         """A job process reports on its job; only the job's recorded process may call it
         (checked with SO_PEERCRED).  Answers what the job process should do next."""
 
-    # -- drains (SPEC §12) -----------------------------------------------------------
+    # -- drains (docs/contracts.md#drains) -------------------------------------------
 
     @rpc(NotFound, InvalidParams, StorageError)
     def drain_node(

@@ -1,4 +1,4 @@
-"""The numbers a client may send (SPEC §3 "Numbers"): signed 64-bit integers, finite floats.
+"""The numbers a client may send (docs/contracts.md#numbers): signed 64-bit integers, finite floats.
 
 The daemons keep what clients send in a journal, a snapshot and an SQLite job store, none
 of which can hold a 65-bit integer or an infinity; a bad number that got past the edge

@@ -1,4 +1,5 @@
-"""The common params of an opcode, typed once, and their check at the edge (SPEC §6.1).
+"""The common params of an opcode, typed once, and their check at the edge
+(docs/contracts.md#job-model).
 
 Every opcode accepts `priority`, `depends`, `reason` and `comment` besides its own params;
 what they may hold is declared here with msgspec, from the vocabulary's names and ranges.

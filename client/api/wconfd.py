@@ -1,4 +1,4 @@
-"""The wconfd API (SPEC §3.1, §4, §5, §5.1): declared once, served by wconfd, called by the stubs."""
+"""The wconfd API: declared once, served by wconfd, called by the stubs."""
 
 from __future__ import annotations
 
@@ -28,10 +28,11 @@ from client.errors import (
 )
 from client.vocabulary import Mode, RequestMode
 
-# A lock request: [[lock, mode], ...] with lock "<level>/<name>" (SPEC §4.1).
+# A lock request: [[lock, mode], ...] with lock "<level>/<name>"
+# (docs/contracts.md#lock-names-and-order).
 LockRequest = list[tuple[str, RequestMode]]
 # Arrays in results, of a fixed length.  Declared as Sequence: a stub decodes every JSON
-# array as a list (SPEC §3.2), while the daemon may build them from tuples.
+# array as a list, while the daemon may build them from tuples.
 LockPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
 """[lock, mode] in a result."""
 ReservationPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
@@ -48,8 +49,9 @@ class Identity(msgspec.Struct, frozen=True):
 
 
 class NodeRoom(msgspec.Struct, frozen=True):
-    """One node's room (SPEC §7.1), as `get_node_rooms` answers it: its capacity, what
-    its running primary instances use of it, and whether placement may pick it."""
+    """One node's room (docs/capacity.md#the-model), as `get_node_rooms` answers it: its
+    capacity, what its running primary instances use of it, and whether placement may pick
+    it."""
 
     uuid: str
     name: str
@@ -122,7 +124,7 @@ class UpdateResult(msgspec.Struct, frozen=True):
 class WConfdApi(CommonApi):
     """Configuration, locks and reservations."""
 
-    # -- identification (SPEC §3.1) ----------------------------------------------------
+    # -- identification (docs/contracts.md#client-identification) ----------------------
 
     @rpc(IdentityMismatch, InvalidParams, identified=False)
     def identify(
@@ -134,7 +136,7 @@ class WConfdApi(CommonApi):
         socket peer and the start time against its own reading (within 1 s).
         """
 
-    # -- locks (SPEC §4) ---------------------------------------------------------------
+    # -- locks (docs/contracts.md#locks) -----------------------------------------------
 
     @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError, reissue=True)
     def try_update_locks(self, request: LockRequest) -> list[str]:
@@ -208,7 +210,7 @@ class WConfdApi(CommonApi):
     def cleanup_dead_clients(self) -> list[str]:
         """Run the death check now; the ids of the clients released."""
 
-    # -- configuration (SPEC §5) ------------------------------------------------------
+    # -- configuration (docs/contracts.md#configuration) ------------------------------
 
     @rpc(reissue=True)
     def get_config(self) -> Any:
@@ -255,7 +257,7 @@ class WConfdApi(CommonApi):
     def wait_config_change(self, since_serial: int, timeout: Seconds) -> int:
         """The config serial_no as soon as it exceeds `since_serial`, or the current one at the timeout."""
 
-    # -- reservations (SPEC §5.1) -----------------------------------------------------
+    # -- reservations (docs/contracts.md#temporary-reservations) ----------------------
 
     @rpc(ReservationError, InvalidParams, StorageError)
     def reserve(self, namespace: str, value: str) -> None:
@@ -277,7 +279,7 @@ class WConfdApi(CommonApi):
     def list_reservations(self) -> list[Reservation]:
         """Every reservation as [client_id, namespace, value]."""
 
-    # -- roles (SPEC §13) -------------------------------------------------------------
+    # -- roles (docs/contracts.md#replicated-control-plane) ---------------------------
 
     @rpc(reissue=True)
     def list_roles(self) -> list[RoleInfo]:

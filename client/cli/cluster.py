@@ -3,7 +3,7 @@ that change it.
 
 Listings read wconfd's configuration once (`get_config`) and show names where the
 configuration stores uuids (a node's group, an instance's nodes).  Changes go through
-luxid as opcode jobs (SPEC §7), never straight to wconfd.
+luxid as opcode jobs, never straight to wconfd.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`lw node drain …`, `lw node drain-status`, `lw queue drain|undrain` (SPEC §12.4).
+"""`lw node drain …`, `lw node drain-status`, `lw queue drain|undrain`
+(docs/contracts.md#drains-for-operators).
 
 `lw node drain NODE` starts (or changes) the drain and, unless `--detach`, follows it
 until it ends: one timestamped line per event and, on a terminal, a progress bar
@@ -7,8 +8,9 @@ Ctrl-C stops following, never the drain.  Exit 0 when the drain completed, 1 whe
 with instances shut down, or was canceled.
 
 `lw queue drain` without `--soft` and `--deadline` stays what it was, the drain flag
-(§6.2); with either it is a queue drain (§12.2).  `--message` and `--wait` belong to a
-queue drain: the flag has no message and nothing to wait for.
+(docs/contracts.md#job-methods); with either it is a queue drain
+(docs/contracts.md#queue-drain).  `--message` and `--wait` belong to a queue drain: the flag
+has no message and nothing to wait for.
 """
 
 from __future__ import annotations
@@ -281,7 +283,7 @@ def queue_drain(ctx: Context, args: argparse.Namespace) -> int:
 
 def queue_undrain(ctx: Context, args: argparse.Namespace) -> int:
     """lw queue undrain: clear the drain flag and end the queue drain, if any."""
-    # A luxid from before SPEC §12 has no queue drain, only the flag.
+    # A luxid that predates drains has no queue drain, only the flag.
     with contextlib.suppress(errors.MethodNotFound):
         ctx.luxi.undrain_queue()
     return queue.queue_undrain(ctx, args)

@@ -1,4 +1,5 @@
-"""`lw filter …`: the job filter rules of SPEC §6.3, kept by luxid in the configuration."""
+"""`lw filter …`: the job filter rules (docs/contracts.md#filters), kept by luxid in the
+configuration."""
 
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ LOCK_FIELDS = Fields(
 
 
 def lock_order(name: str) -> LockKey:
-    """SPEC §4.1's total order (the vocabulary's lock key); a name the daemon should never
-    show, with an unknown level, sorts last instead of failing the listing."""
+    """The total lock order (docs/contracts.md#lock-names-and-order; the vocabulary's lock
+    key); a name the daemon should never show, with an unknown level, sorts last instead of
+    failing the listing."""
     level, _, member = name.partition("/")
     return (LEVEL_INDEX.get(level, len(LEVELS)), 0 if member == LOCKSET else 1, member)
 

@@ -1,10 +1,11 @@
-"""`lw`, Lockwarden's command line (SPEC §8.1), with Ganeti's `gnt-*` habits.
+"""`lw`, Lockwarden's command line (docs/contracts.md#lw-command-line), with Ganeti's
+`gnt-*` habits.
 
 This module only builds the argument parser and dispatches: each leaf command names its
 handler as ``"module:function"`` inside `client.cli`, imported when that command runs, so
 ``lw --help`` and ``lw job list`` load nothing they do not use.  Handlers take
 ``(ctx, args)`` and return the exit code; failures are exceptions that `main` maps to the
-exit codes of §8.1:
+exit codes:
 
 - 0 done; 1 the operation or job failed (or was rejected); 2 usage error;
   3 a daemon could not be reached.
@@ -196,7 +197,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
         default=0,
         metavar="N",
         help="start a local three-member etcd and N control-plane nodes node1..N on it "
-        "(SPEC §13; no RAPI)",
+        "(no RAPI; see docs/operations.md)",
     )
     up.add_argument(
         "--log-level",
@@ -232,7 +233,7 @@ def _node_commands(b: _Builder, sub: Any) -> None:
 
 
 def _capacity_options(parser: Any, memory_default: str, cpus_default: str) -> None:
-    """--memory and --cpus: a node's capacity for instances (SPEC §7.1)."""
+    """--memory and --cpus: a node's capacity for instances (docs/capacity.md#the-model)."""
     parser.add_argument(
         "--memory", type=size_mib, metavar="SIZE",
         help=f"memory for instances (MiB, or 64G) {memory_default}".rstrip(),
@@ -248,7 +249,7 @@ def _drain_commands(b: _Builder, sub: Any) -> None:
         sub,
         "drain",
         "drains:node_drain",
-        "move a node's instances away before a deadline, and follow it (SPEC §12)",
+        "move a node's instances away before a deadline, and follow it",
         description="Mark NODE drained, migrate its instances away (--max-parallel at once); at "
         "the deadline fail over the rest, shut down what no node takes. Follows it (Ctrl-C "
         "stops following only); exit 1 if instances were shut down or it was canceled.",
@@ -389,9 +390,9 @@ def _queue_commands(b: _Builder, sub: Any) -> None:
         "drains:queue_drain",
         "refuse new jobs (running and queued jobs go on)",
         description="Without --soft and --deadline: set the drain flag (new jobs are "
-        "refused). With --soft or --deadline: a queue drain (SPEC §12.2): accepted jobs "
-        "finish, new ones are refused (held with --soft), and at the deadline what is left "
-        "is canceled. --message and --wait need --soft or --deadline.",
+        "refused). With --soft or --deadline: a queue drain, in which accepted jobs finish, "
+        "new ones are refused (held with --soft), and at the deadline what is left is "
+        "canceled. --message and --wait need --soft or --deadline.",
     )
     drain.add_argument("--soft", action="store_true", help="hold new jobs instead of refusing")
     drain.add_argument(
@@ -436,7 +437,10 @@ GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "filter": ("manage the job filter rules", _filter_commands),
     "queue": ("the job queue: summary and drain flag", _queue_commands),
     "lock": ("wconfd's locks", lock_commands),
-    "cluster": ("the control-plane nodes: roles and failover (SPEC §13)", cluster_commands),
+    "cluster": (
+        "the control-plane nodes: roles and failover (see docs/operations.md)",
+        cluster_commands,
+    ),
     "debug": ("debugging aids", _debug_commands),
     "rapi-user": ("the RAPI users file (rapi_users in the state dir)", user_commands),
 }

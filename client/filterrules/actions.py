@@ -1,5 +1,5 @@
-"""The five filter actions (SPEC §6.3): their wire form and the `RATE_LIMIT n` text (their
-names are client.vocabulary's FILTER_ACTIONS).
+"""The five filter actions: their wire form and the `RATE_LIMIT n` text (their names are
+client.vocabulary's FILTER_ACTIONS).
 
 Wire form: `"ACCEPT" | "PAUSE" | "REJECT" | "CONTINUE" | ["RATE_LIMIT", n]` with n a
 positive integer that fits in signed 64 bits.  People write `RATE_LIMIT n` (the `lw` command

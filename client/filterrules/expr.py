@@ -10,10 +10,11 @@ Wire form: `null` (true) or `[op, ...]` with the operators
     "==" / "=" / "!=" / "<" / ">" / "<=" / ">="  field value
     "=~" field regex      "=[]" field value
 
-Values are strings or integers that fit in signed 64 bits (SPEC §3: every number a client
-sends does); regexes are Python `re`, searched (not anchored) and compiled once at parse
-time.  `!=` is `!(==)` and `=` is `==`, as in Ganeti.  The semantics (three-valued
-evaluation, the three predicate contexts) are described in luxid.filters.query.
+Values are strings or integers that fit in signed 64 bits, as every number a client sends
+must (docs/contracts.md#numbers); regexes are Python `re`, searched (not anchored) and
+compiled once at parse time.  `!=` is `!(==)` and `=` is `==`, as in Ganeti.  The semantics
+(three-valued evaluation, the three predicate contexts) are described in
+luxid.filters.query.
 """
 
 from __future__ import annotations

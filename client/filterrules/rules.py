@@ -1,9 +1,9 @@
-"""Filter rules (SPEC §6.3, seed 001, ganeti-luxid.md §3): the stored shape and every check
-that can be made when a rule is added or replaced, pure.
+"""Filter rules (docs/contracts.md#filters, seed 001, ganeti-luxid.md §3): the stored shape
+and every check that can be made when a rule is added or replaced, pure.
 
 Both writers of rules use it: luxid's `replace_filter` (`make_rule`) and wconfd's
 `add_object`/`update_object` of kind `filter` (`check_filter_object`), so a rule is refused
-the same way whichever path writes it (SPEC §10).  Evaluation is luxid's (luxid.filters).
+the same way whichever path writes it.  Evaluation is luxid's (luxid.filters).
 
 Stored / wire shape (wconfd `filters`, `query_filters`, RAPI):
 
@@ -11,7 +11,7 @@ Stored / wire shape (wconfd `filters`, `query_filters`, RAPI):
      "action": "ACCEPT" | "PAUSE" | "REJECT" | "CONTINUE" | ["RATE_LIMIT", n],
      "reason_trail": [[source, text, timestamp_ns]...], "serial_no", "ctime", "mtime"}
 
-Every integer must fit in signed 64 bits (SPEC §3).
+Every integer must fit in signed 64 bits (docs/contracts.md#numbers).
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ def make_rule(
 
 
 def check_filter_object(obj: Any) -> None:
-    """The add-time checks of SPEC §6.3 for a rule written straight into wconfd.
+    """The add-time checks of docs/contracts.md#filters for a rule written straight into
+    wconfd.
 
     `obj` is the filter object of `add_object`/`update_object(kind="filter")` as a dict;
     absent fields take wconfd's defaults (priority 0, watermark 0, no predicates, ACCEPT, an

@@ -1,4 +1,4 @@
-"""The read-only web dashboard at `/ui/` (SPEC §14): one page, no build step, nothing
+"""The read-only web dashboard at `/ui/` (docs/observability.md): one page, no build step, nothing
 fetched from outside lw-rapi.
 
 `static/` holds the page (HTML, CSS, JavaScript, served by `rapi.observe`); `view` turns

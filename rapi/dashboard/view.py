@@ -66,7 +66,7 @@ def _instances(config: dict[str, Any], node_names: dict[str, str]) -> list[dict[
 
 
 def _drains(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The drains of `config["drains"]` (SPEC §12) with their progress; [] if none."""
+    """The drains of `config["drains"]` with their progress; [] if none."""
     raw = config.get("drains") or {}
     records = raw.items() if isinstance(raw, dict) else ((None, r) for r in raw)
     out = []

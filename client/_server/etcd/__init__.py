@@ -1,4 +1,5 @@
-"""etcd v3 support for both daemons (SPEC §13): client, leader election, fenced writes.
+"""etcd v3 support for both daemons (docs/architecture.md#storage): client, leader election,
+fenced writes.
 
 wconfd and luxid both keep their state in etcd when started with `--store etcd://…`, both
 need the same client and the same fencing rule, and wconfd's leader election decides the role

@@ -1,4 +1,4 @@
-"""The decisions of leader election, as pure functions over plain data (SPEC §13).
+"""The decisions of leader election, as pure functions over plain data.
 
 The master holds the leader key through an etcd lease of `ttl` seconds. etcd counts the
 lease from when it *receives* a grant or keepalive, which is after the master *sent* it;

@@ -1,8 +1,9 @@
 """Typed failures of the etcd layer, all `client.errors.StorageError` on the wire.
 
-A daemon may let any of them reach a client: each says StorageError (SPEC §3, code -32050)
-in `data.type`, so the contract of §3 holds, while daemon code catches the precise class
-(a `Fenced` write turns the daemon standby; `OutcomeUnknown` makes it re-read before retrying).
+A daemon may let any of them reach a client: each says StorageError (code -32050) in
+`data.type`, so the error contract (docs/contracts.md#errors) holds, while daemon code
+catches the precise class (a `Fenced` write turns the daemon standby; `OutcomeUnknown` makes
+it re-read before retrying).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Fenced, exactly-once writes: every write of the master is guarded by its leader token.
 
-The token is the create revision of the leader key the master holds (SPEC §13). Each
-transaction compares `create_revision(leader key) == token` besides its own conditions, so a
-master that was deposed (its lease lapsed while it hung, another node took the key) writes
-nothing, whatever it still believes.
+The token is the create revision of the leader key the master holds. Each transaction
+compares `create_revision(leader key) == token` besides its own conditions, so a master that
+was deposed (its lease lapsed while it hung, another node took the key) writes nothing,
+whatever it still believes.
 
 A write whose answer is lost (a member died mid-call) may or may not have committed, and may
 even commit later. So that it can be sent again without ever applying twice, each writer

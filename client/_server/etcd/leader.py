@@ -1,4 +1,4 @@
-"""`LeaderElection`: campaign for, hold, renew and give up the leader key (SPEC §13).
+"""`LeaderElection`: campaign for, hold, renew and give up the leader key.
 
 The shell around `election`: a standby reads `<prefix>/leader`; when it is absent it takes
 it with a lease and a create-only transaction (`create_revision == 0`); otherwise it watches
@@ -215,11 +215,12 @@ class LeaderElection(Background):
     async def resume(self) -> bool:
         """Carry on the term of this node's previous run, if its lease is still alive.
 
-        A daemon killed and restarted at once (SPEC §10: work rides out such a restart)
-        finds the leader key naming its own node; it renews that lease and serves the same
-        term (same fencing token), so nothing that follows the key — its node's luxid and
-        running jobs — sees a change of master. Two live daemons never share a node name,
-        so the holder is dead. Call before `start()`; False when there is nothing to resume.
+        A daemon killed and restarted at once (work rides out such a restart:
+        docs/contracts.md#reliability-and-security) finds the leader key naming its own
+        node; it renews that lease and serves the same term (same fencing token), so nothing
+        that follows the key — its node's luxid and running jobs — sees a change of master.
+        Two live daemons never share a node name, so the holder is dead. Call before
+        `start()`; False when there is nothing to resume.
         """
         kv = await self.client.get(self.key)
         if kv is None or not kv.lease or kv.value.decode(errors="replace") != self.node:

@@ -1,9 +1,9 @@
 """Which control-plane nodes are up: `<prefix>/nodes/<node>` for as long as a node runs.
 
-`lw cluster role` shows every node's role (SPEC §13), but `lw` only reaches its own node's
-sockets; so each node's wconfd keeps a key of its own under `<prefix>/nodes/`, on a lease
-it renews, and any node can list them. A node that dies disappears when its lease lapses.
-Presence is information only: it never decides who is master (the leader key does).
+`lw cluster role` shows every node's role, but `lw` only reaches its own node's sockets; so
+each node's wconfd keeps a key of its own under `<prefix>/nodes/`, on a lease it renews, and
+any node can list them. A node that dies disappears when its lease lapses. Presence is
+information only: it never decides who is master (the leader key does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`--store etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (or `LW_STORE`), parsed (SPEC §13)."""
+"""`--store etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (or `LW_STORE`), parsed."""
 
 from __future__ import annotations
 
