@@ -1,1 +1,4 @@
-"""jobproc: the per-job worker process and the opcode library (SPEC §7)."""
+"""jobproc: the per-job worker process and the opcode library.
+
+Its contracts: docs/contracts.md#job-processes-and-opcodes.
+"""

@@ -1,4 +1,5 @@
-"""The job process's main loop (SPEC §7): one job, its opcodes in order.
+"""The job process's main loop (docs/contracts.md#job-processes-and-opcodes): one job, its
+opcodes in order.
 
     the first directive: from the zygote (luxid sent it with the spawn request) or,
         for a process started by exec, luxid's answer to `hello` (the opcodes and where
@@ -11,7 +12,8 @@
         release its locks (and, if the job ends, its reservations), report the end;
             luxid answers the next opcode or stop
     exit, without closing anything: the kernel closes the connections (and wconfd's
-        death detection, SPEC §3.3, releases whatever a failed call left held)
+        death detection, docs/contracts.md#death-detection, releases whatever a failed call
+        left held)
 
 A job process has one thread and no thread is started: a forked job's CPU goes to its
 work.  Daemon calls are blocking calls of sync stubs; an event loop is made only when
@@ -172,7 +174,7 @@ class JobRunner:
         for up to `HELLO_PATIENCE` before luxid has answered this process at all (an
         orphan of a luxid that died before recording it must not linger) and
         `JOB_PATIENCE` afterwards; then ConnectionError ends the process, which frees its
-        locks (a restarted luxid then finds the job's process dead). On etcd (SPEC §13) a
+        locks (a restarted luxid then finds the job's process dead). On etcd a
         NotMaster naming no master (an election under way) or luxid's own node (a restarted
         luxid still loading its term) is waited out the same way; one naming another node
         ends the process (that node's takeover has dealt with the job).

@@ -1,4 +1,5 @@
-"""The signals a job process obeys (SPEC §6.2, §7), as flags its loop and its opcode see.
+"""The signals a job process obeys (docs/contracts.md#job-methods, cancel_job), as flags its
+loop and its opcode see.
 
 - SIGTERM: cancel.  The job stops at its next safe point: before the next opcode, while
   waiting for locks, or inside an interruptible opcode (`ctx.sleep` raises Canceled).

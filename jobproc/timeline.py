@@ -1,4 +1,4 @@
-"""One job process's life in timestamps, for finding where a job's time goes (SPEC §11).
+"""One job process's life in timestamps, for finding where a job's time goes.
 
 The job process marks each step it reaches (forked, loop, hello — its first directive
 known —, locked, running, executed, released, finished, exit); at its end it logs them on one DEBUG

@@ -1,6 +1,6 @@
-"""The warm zygote (SPEC §6.4, §11): a process that has imported everything a job needs
-and forks one child per job, so a job starts in a millisecond instead of paying for a
-fresh interpreter and its imports.
+"""The warm zygote (docs/contracts.md#scheduling-and-job-processes): a process that has
+imported everything a job needs and forks one child per job, so a job starts in a
+millisecond instead of paying for a fresh interpreter and its imports.
 
 Protocol on stdin/stdout (a socketpair with luxid): luxid writes `<job_id>\\n`, or
 `<job_id> <directive>\\n` with the job's first Directive as compact JSON (what luxid

@@ -1,1 +1,4 @@
-"""luxid: the job-queue daemon — store, scheduler, filters, process supervision (SPEC §6)."""
+"""luxid: the job-queue daemon — store, scheduler, filters, process supervision.
+
+Its contracts: docs/contracts.md#jobs.
+"""

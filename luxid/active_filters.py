@@ -1,4 +1,5 @@
-"""The filter rules luxid judges jobs by: one set, on the event loop (SPEC §6.3, §10).
+"""The filter rules luxid judges jobs by: one set, on the event loop
+(docs/contracts.md#filters).
 
 This is the single source of luxid's filter decisions: `query_filters` lists exactly these
 rules, and every verdict — the REJECT of a job being submitted, the scheduling pass's
@@ -138,7 +139,7 @@ class ActiveFilters:
 
     def judge_new(self, job: Job, now: float) -> Job:
         """A job being submitted, as it is stored: `canceled` if a REJECT rule applies
-        (SPEC §6.2; its id is still returned to the client)."""
+        (its id is still returned to the client)."""
         verdict = self.verdict(job)
         if verdict is not None and verdict.action == "REJECT":
             self.forget(job.id)

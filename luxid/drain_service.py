@@ -1,6 +1,6 @@
-"""luxid's drain shell (SPEC §12): runs the pure core of luxid.drains on events and does
-what it says by plain calls to the parts that own each thing: a drain's jobs are
-submitted, canceled and reprioritized through the queue (luxid.queue.Queue, checked by
+"""luxid's drain shell (docs/contracts.md#drains): runs the pure core of luxid.drains on
+events and does what it says by plain calls to the parts that own each thing: a drain's jobs
+are submitted, canceled and reprioritized through the queue (luxid.queue.Queue, checked by
 luxid.job_check as any job), the queue drain's rule is written through
 luxid.filter_writes, and the records are kept in wconfd through luxid.wconfd_link.
 luxid.term builds the service and connects the two events it follows.
@@ -116,7 +116,7 @@ def _may_act(record: DrainRecord) -> bool:
 
 
 class DrainService:
-    """The drains of this luxid: records, timer heap, passes and the §12.3 methods."""
+    """The drains of this luxid: records, timer heap, passes and the drain methods."""
 
     def __init__(
         self,
@@ -131,7 +131,7 @@ class DrainService:
         self.link = link  # the drain records and the configuration, in wconfd
         self.filter_writes = filter_writes  # the queue drain's rule
         self.metrics = metrics
-        self.kill_after = kill_after  # a queue drain's deadline: when to kill (§12.2)
+        self.kill_after = kill_after  # a queue drain's deadline: when to kill
         self.records: dict[str, DrainRecord] = {}
         self.view = ClusterView(nodes={}, instances={})
         self.heap = DeadlineHeap()

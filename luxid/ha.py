@@ -1,4 +1,5 @@
-"""luxid on etcd (SPEC §13): serve while this node is master, stand by otherwise.
+"""luxid on etcd (docs/contracts.md#replicated-control-plane): serve while this node is
+master, stand by otherwise.
 
 The imperative shell around luxid.role (who is master), luxid.storage.etcd (the jobs) and
 luxid.takeover (what happens to a failed master's jobs):

@@ -1,4 +1,5 @@
-"""luxid's job metrics (SPEC §14), kept as jobs change — never by scanning the queue.
+"""luxid's job metrics (docs/observability.md#where-each-metric-is-updated), kept as jobs
+change — never by scanning the queue.
 
 Every change of a live job passes through `LiveJobs` (luxid.live_jobs), which tells
 `JobMetrics` the job's version before and after; from that pair alone this module keeps

@@ -15,9 +15,10 @@ queries from it.  Every job change goes through this module, on the event loop:
 
 The writes go through the group commit (luxid.storage.group_commit), the only writer.
 Every job change passing here also keeps the job metrics (luxid.job_metrics), so no
-scrape ever scans the jobs.  Archived jobs live only in the store (SPEC §11: 100,000 archived jobs in little memory).
-Ids of a failed insert are not handed out again while luxid runs (ids are never reused by
-an acknowledged job, which is all SPEC §6.1 promises to observers).
+scrape ever scans the jobs.  Archived jobs live only in the store (100,000 archived jobs in
+little memory: docs/contracts.md#performance-targets).  Ids of a failed insert are not
+handed out again while luxid runs (ids are never reused by an acknowledged job, which is all
+docs/contracts.md#job-model promises to observers).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from luxid.shutdown import finish_tasks
 from luxid.storage import JobStore, open_store
 from luxid.term import LuxidTerm
 
-# The stop budget: each step of luxid's way out waits at most this long (SPEC §10).
+# The stop budget: each step of luxid's way out waits at most this long
+# (docs/contracts.md#reliability-and-security).
 STOP_STEP_TIMEOUT = 2.0
 
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DRAIN_KILL_GRACE,
         metavar="SECONDS",
         help="a queue drain's deadline cancels the jobs accepted before it; those still "
-        f"running this long after it are killed (SPEC §12.2; default {DRAIN_KILL_GRACE:g})",
+        f"running this long after it are killed (default {DRAIN_KILL_GRACE:g})",
     )
     args = parser.parse_args(argv)
     if not args.drain_kill_after >= 0:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         server = RpcServer(
             socket_path, {}, max_message_bytes=args.max_message_bytes, group=args.group
         )
-        if args.store is not None:  # SPEC §13: serve while this node is master
+        if args.store is not None:  # etcd: serve while this node is master
             ha = HaLuxid(
                 args.store, args.node, args.lease_ttl, server, make_term,
                 stop_timeout=STOP_STEP_TIMEOUT,

@@ -1,7 +1,8 @@
 """Job processes: starting them (warm zygote or plain exec), watching them, signalling them.
 
-Every job runs in its own process (SPEC §6.4), in its own session so that it outlives
-luxid (a crash, a restart, systemd's KillMode=process) and a Ctrl-C of a foreground luxid.
+Every job runs in its own process (docs/contracts.md#scheduling-and-job-processes), in its
+own session so that it outlives luxid (a crash, a restart, systemd's KillMode=process) and a
+Ctrl-C of a foreground luxid.
 
 - `ZygoteSpawner` (the fast path): a `python -m jobproc --zygote` child that has already
   imported jobproc; luxid asks it over a socketpair for a job, it forks one child per job

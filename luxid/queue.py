@@ -87,7 +87,7 @@ class Queue:
         self.request_pass = self.scheduler.request_pass
         # Set once the configuration was first read: until then luxid does not know the
         # filters, so it judges no submit and shows no rules (what query_filters shows is
-        # what the next submit is judged by, SPEC §10).
+        # what the next submit is judged by, docs/contracts.md#filters).
         self.settings_known = asyncio.Event()
 
     # -- life cycle ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""luxid's role on etcd (SPEC §13): it serves only where its node's wconfd is master.
+"""luxid's role on etcd (docs/contracts.md#replicated-control-plane): it serves only where
+its node's wconfd is master.
 
 wconfd holds the election; luxid only follows it. `LeaderFollower` reads
 `<prefix>/leader` and watches it: its value is the master's node name and its create
@@ -9,7 +10,8 @@ for longer than one TTL the follower reports "no master": wconfd's own lease lap
 then, so luxid must not go on as master either.
 
 `standby_methods` is the dispatch table while luxid does not serve: every method answers
-NotMaster naming the master, except the ones SPEC §13 lets a standby answer.
+NotMaster naming the master, except the ones a standby may answer
+(docs/contracts.md#replicated-control-plane).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""When scheduling passes run, and what the shell does with their selection (SPEC §6.4).
+"""When scheduling passes run, and what the shell does with their selection
+(docs/contracts.md#scheduling-and-job-processes).
 
 Scheduling is event-driven: a submit, a job's end or process exit, a filter or config
 change, a priority change or a cancel requests a pass; requests made in one turn of the
@@ -171,7 +172,8 @@ class Scheduler:
 
     def place_new_jobs(self) -> None:
         """Run the pass over just-submitted jobs now, so that a submit is answered only
-        once its jobs have started or have their pending_reason (SPEC §6.1)."""
+        once its jobs have started or have their pending_reason
+        (docs/contracts.md#job-model)."""
         max_running = self.max_running_jobs
         if max_running is None or not self._new:
             return

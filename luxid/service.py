@@ -155,7 +155,7 @@ class LuxidService(CommonMethods):
     async def job_report(self, conn: Connection, job_id: int, event: JobEvent) -> Directive:
         return await self.queue.report(conn, job_id, event)
 
-    # -- drains (SPEC §12): luxid.drain_service ------------------------------------------
+    # -- drains (docs/contracts.md#drains): luxid.drain_service ------------------------
 
     async def drain_node(
         self,

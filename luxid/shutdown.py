@@ -1,4 +1,5 @@
-"""Bounded waits for luxid's way out (SPEC §10: a stop never hangs).
+"""Bounded waits for luxid's way out: a stop never hangs
+(docs/contracts.md#reliability-and-security).
 
 Every await on the way out of luxid (the wconfd link, the store's writer thread, the
 zygote, open connections) goes through `bounded`, so luxid exits within its stop budget

@@ -1,4 +1,5 @@
-"""What a new master's luxid does with the jobs of the master before it (SPEC §13): pure.
+"""What a new master's luxid does with the jobs of the master before it
+(docs/contracts.md#replicated-control-plane): pure.
 
 The old master's job processes are gone or fenced (its node died, hung or lost etcd; its
 luxid stops them when it loses the role), so no job of it is running any more:

@@ -8,9 +8,10 @@ writes.  Two events go the other way, and both are connected there: the link's r
 the configuration (to the queue, then the drains) and the queue's durable job changes
 (to the drains).
 
-On local storage luxid has one term from start to stop. On etcd (SPEC §13) it has one per
-mastership (luxid.ha): each loads the state afresh, and a term that ends stops its job
-processes (`stop_job_processes`), since a standby must run nothing.
+On local storage luxid has one term from start to stop. On etcd
+(docs/contracts.md#replicated-control-plane) it has one per mastership (luxid.ha): each
+loads the state afresh, and a term that ends stops its job processes (`stop_job_processes`),
+since a standby must run nothing.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `role`: what get_role answers (default: the single node
         of a local store).  `drain_kill_after`: how long after a queue drain's deadline
-        its canceled jobs still running are killed (§12.2)."""
+        its canceled jobs still running are killed."""
         # The parts, each given the parts it calls.
         queue = Queue(store, make_spawner, sweep_interval)
         link = WconfdLink(wconfd_socket)

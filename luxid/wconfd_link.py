@@ -1,18 +1,19 @@
 """luxid's link to wconfd: it follows the configuration and keeps the filters there.
 
 Two settings of the configuration matter to the queue: `cluster.max_running_jobs` and
-the `filters` (SPEC §6.3: filters live in the configuration, so they persist with it and
-survive both daemons' restarts).  `WconfdLink.follow` long-polls `wait_config_change`
-and re-reads both whenever the configuration's serial moves, so a change made by anyone
-(luxid itself, another luxid client, `lw` talking to wconfd directly) reaches the
-queue within one round trip; there is no polling timer.  While wconfd cannot be
+the `filters` (docs/contracts.md#filters: filters live in the configuration, so they persist
+with it and survive both daemons' restarts).  `WconfdLink.follow` long-polls
+`wait_config_change` and re-reads both whenever the configuration's serial moves, so a
+change made by anyone (luxid itself, another luxid client, `lw` talking to wconfd directly)
+reaches the queue within one round trip; there is no polling timer.  While wconfd cannot be
 reached the link retries with a short back-off and the queue keeps its last settings.
 
 A read that overlapped one of luxid's own filter writes may predate it; it is dropped
 (the write moved the configuration's serial, so the next read follows at once), so the
 rules luxid judges by never step back behind what its own `replace_filter` answered.
 
-Filter writes need no lock (SPEC §5: queue control must never wait for the queue).
+Filter writes need no lock (docs/contracts.md#lock-enforcement: queue control must never
+wait for the queue).
 """
 
 from __future__ import annotations

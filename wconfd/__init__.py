@@ -1,1 +1,4 @@
-"""wconfd: the configuration and lock daemon (SPEC §4, §5)."""
+"""wconfd: the configuration and lock daemon.
+
+Its contracts: docs/contracts.md#locks and docs/contracts.md#configuration.
+"""

@@ -1,4 +1,5 @@
-"""Identified clients of wconfd (SPEC §3.1): who is on each connection, checked by the kernel.
+"""Identified clients of wconfd (docs/contracts.md#client-identification): who is on each
+connection, checked by the kernel.
 
 A client is a process identity `(job_id or name, pid, start_time)`; its locks and
 reservations belong to that identity, not to a connection.  Several connections may

@@ -1,4 +1,5 @@
-"""wconfd's configuration methods (SPEC §5): the shell around ConfigState.
+"""wconfd's configuration methods (docs/contracts.md#configuration-methods): the shell
+around ConfigState.
 
 Every write is planned against the current state, checked for the locks it needs and for
 what its kind must satisfy (`ObjectCheck`, the one place a per-kind object check plugs
@@ -34,14 +35,15 @@ ObjectCheck = Callable[[str, Any], None]
 
 def check_object(kind: str, obj: Any) -> None:
     """What the config core's types cannot say: a filter rule gets the add-time checks of
-    SPEC §6.3 that luxid's replace_filter makes (one checker, client.filterrules), so both
-    paths refuse the same rules with FilterError."""
+    docs/contracts.md#filters that luxid's replace_filter makes (one checker,
+    client.filterrules), so both paths refuse the same rules with FilterError."""
     if kind == "filter":
         check_filter_object(obj)
 
 
 class ConfigService:
-    """The §5 methods; writes go through `persistence`, lock enforcement reads `locks()`."""
+    """The configuration methods; writes go through `persistence`, lock enforcement reads
+    `locks()`."""
 
     def __init__(
         self,

@@ -8,9 +8,10 @@ Three kinds of change share the journal so their order is one order: configurati
 changes and reservation changes (records of wconfd.config), and lock changes.  A lock
 record (`LockChange`) carries the (lock, mode) pairs one operation changed for one client
 - acquire, upgrade, downgrade or release - so its size and cost grow with the change, not
-with what the client holds (SPEC §4.4 rule 7); the snapshot carries the whole table.
-Journals written before that format hold `HeldLocks` records (a client's whole holdings
-after a change); they replay unchanged, so an upgrade needs no manual step.
+with what the client holds (docs/contracts.md#lock-rules, durability before the answer); the
+snapshot carries the whole table.  Journals written before that format hold `HeldLocks`
+records (a client's whole holdings after a change); they replay unchanged, so an upgrade
+needs no manual step.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""wconfd on etcd (SPEC §13): the election decides the role, a takeover loads the state.
+"""wconfd on etcd (docs/contracts.md#replicated-control-plane): the election decides the
+role, a takeover loads the state.
 
 `HaShell` runs this node's candidacy and presence. While it is standby every call but
 ping, version, identify and get_role is NotMaster (the dispatch asks `ElectedRole`). When
@@ -10,8 +11,9 @@ another) loads what etcd has, so memory never holds what etcd does not.
 
 A restarted wconfd that finds the leader key held by its own node name (its previous
 process, killed; two live wconfds never share a node name) keeps that lease and term: the
-node stays master, so its luxid and running jobs ride the restart out (SPEC §10). Its first
-write moves its commit marker on, which fences any write the dead process left in flight.
+node stays master, so its luxid and running jobs ride the restart out
+(docs/contracts.md#reliability-and-security). Its first write moves its commit marker on,
+which fences any write the dead process left in flight.
 """
 
 from __future__ import annotations

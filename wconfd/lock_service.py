@@ -1,15 +1,17 @@
-"""wconfd's lock methods (SPEC §4.3): the shell around the pure LockManager.
+"""wconfd's lock methods (docs/contracts.md#lock-operations): the shell around the pure
+LockManager.
 
 The core decides; this module holds calls open while requests wait, answers them when
 an operation's Effects say they were granted or withdrawn, and makes every change of
 held locks durable before any call that caused or observed it is answered: the pairs the
 core reports as changed go to the journal as they are (`LockChange`, one per owner, all
-of one operation in one write), so the cost grows with the change (SPEC §4.4 rule 7).
+of one operation in one write), so the cost grows with the change
+(docs/contracts.md#lock-rules, durability before the answer).
 
-It also keeps the lock metrics (SPEC §14): the time each granted `update_locks_waiting`
-request waited (0 for one granted at once), by `_wait_level`; the requests
-refused as deadlocks; and, read from the core's own counts when a scrape asks, the locks
-held by level and mode and the requests waiting.
+It also keeps the lock metrics (docs/observability.md#where-each-metric-is-updated): the
+time each granted `update_locks_waiting` request waited (0 for one granted at once), by
+`_wait_level`; the requests refused as deadlocks; and, read from the core's own counts when
+a scrape asks, the locks held by level and mode and the requests waiting.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _wait_level(request: LockRequest) -> str:
 
 
 class LockService:
-    """The §4.3 methods over the lock core; lock changes go to `persistence`.
+    """The lock methods over the lock core; lock changes go to `persistence`.
 
     Methods receive the identified `Client` (the dispatch guard identified it once)."""
 

@@ -21,7 +21,7 @@ Two write paths, one journal:
 
 Every planned record is encoded (`check_record`) before it joins a batch, so a record
 that cannot be stored fails its own call with InvalidParams and never the batch it would
-have shared (one client's bad write never fails another's, SPEC §3).
+have shared (one client's bad write never fails another's, docs/contracts.md#numbers).
 """
 
 from __future__ import annotations

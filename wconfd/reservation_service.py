@@ -1,4 +1,5 @@
-"""wconfd's reservation methods (SPEC §5.1): the shell around ReservationTable.
+"""wconfd's reservation methods (docs/contracts.md#temporary-reservations): the shell around
+ReservationTable.
 
 Reservations are planned writes like config writes (Persistence.submit): planned in
 order, durable before they are visible or answered.
@@ -14,7 +15,7 @@ from wconfd.persistence import Persistence
 
 
 class ReservationService:
-    """The §5.1 methods over the durable state's reservation table."""
+    """The reservation methods over the durable state's reservation table."""
 
     def __init__(self, persistence: Persistence) -> None:
         self.persistence = persistence

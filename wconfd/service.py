@@ -96,7 +96,7 @@ class WConfd:
         self.mark_master(state_dir is not None)
 
     def mark_master(self, serving: bool) -> None:
-        """lockwarden_master{node} (SPEC §14): 1 while this node serves as master, else 0."""
+        """lockwarden_master{node}: 1 while this node serves as master, else 0."""
         node = (self.role or SingleNode()).info().node
         self.metrics.gauge("lockwarden_master").set(1 if serving else 0, node)
 
@@ -120,9 +120,9 @@ class WConfd:
         self.methods.update(instrument(table, self.metrics))
 
     async def take_over(self, store: DurableStore[Snapshot, Record], foreign: Foreign) -> None:
-        """Become master over a loaded store (SPEC §13): keep the holdings of live
-        processes of this node, release those of other nodes' clients (`foreign`) and of
-        the dead, then serve the state."""
+        """Become master over a loaded store (docs/contracts.md#replicated-control-plane):
+        keep the holdings of live processes of this node, release those of other nodes'
+        clients (`foreign`) and of the dead, then serve the state."""
         persistence = Persistence(store, load_durable_state(store))
         releases = self._restore_plan(persistence.state, foreign)
         if releases:
@@ -194,7 +194,7 @@ class WConfd:
         if self.reservations.holds_any(client_id):
             self.locks.spawn(self.reservations.drop_reservations(client_id))
 
-    # -- roles (SPEC §13) -----------------------------------------------------------------
+    # -- roles (docs/contracts.md#replicated-control-plane) ----------------------------
 
     async def list_roles(self, client: Client) -> list[RoleInfo]:
         if self.failover is None:
@@ -205,7 +205,7 @@ class WConfd:
         if self.failover is None or self.role is None:
             raise InvalidParams(
                 "this wconfd keeps its state in local files: no other node can take over; "
-                "run the nodes with --store etcd://... for failover (SPEC §13)"
+                "run the nodes with --store etcd://... for failover (see docs/operations.md)"
             )
         await self.failover.resign(wait)
         return self.role.info()

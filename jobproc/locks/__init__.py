@@ -1,4 +1,4 @@
-"""An opcode's locks, one topic (SPEC §4, §7):
+"""An opcode's locks, one topic (docs/contracts.md#job-processes-and-opcodes):
 
 - `jobproc.locks.plan` — what an opcode needs: `LockPlan`, its phases, lock names and
   order (pure; opcodes and luxid's opcode registry import it).

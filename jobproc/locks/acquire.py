@@ -1,4 +1,4 @@
-"""Taking an opcode's locks (SPEC §4, §7): its LockPlan, phase by phase, through wconfd.
+"""Taking an opcode's locks: its LockPlan, phase by phase, through wconfd.
 
 Phase 0 starts with cluster/BGL (shared unless the opcode needs it exclusive); a later
 phase is resolved only once the earlier ones are held (the configuration it reads is then

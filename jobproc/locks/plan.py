@@ -1,4 +1,5 @@
-"""Lock plans: which wconfd locks an opcode needs, phase by phase (SPEC §4.1, §7).
+"""Lock plans: which wconfd locks an opcode needs, phase by phase
+(docs/contracts.md#job-processes-and-opcodes).
 
 A `LockPlan` is what an opcode's ``locks(params, config)`` returns.  It names the mode of
 the Big Ganeti Lock explicitly (`bgl`) and a sequence of phases.  A phase is either a
@@ -21,7 +22,8 @@ Releases are a request of their own because wconfd forbids asking for a member
 exclusively while holding its level's lockset shared, even in the same request.
 A resolver may raise `OpExecError` (e.g. "instance not found"): the opcode then fails.
 
-Pure module: no I/O; the names and order of SPEC §4.1 are client.vocabulary's.
+Pure module: no I/O; the lock names and order (docs/contracts.md#lock-names-and-order) are
+client.vocabulary's.
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ PhaseSpec = LockPhase | PhaseResolver
 class LockPlan:
     """Everything an opcode must hold before `execute`: the BGL mode and the phases.
 
-    `bgl` is "shared" unless the opcode changes the cluster object (SPEC §7: the job
-    process takes cluster/BGL shared first unless the opcode needs it exclusive); it is
-    put at the head of phase 0 by `phase`.  Opcodes must not name cluster/BGL themselves.
+    `bgl` is "shared" unless the opcode changes the cluster object
+    (docs/contracts.md#job-processes-and-opcodes: the job process takes cluster/BGL shared
+    first unless the opcode needs it exclusive); it is put at the head of phase 0 by
+    `phase`.  Opcodes must not name cluster/BGL themselves.
     """
 
     bgl: LockMode = SHARED

@@ -1,4 +1,5 @@
-"""The opcode library of jobproc (SPEC §7): registry, parameter Structs, lock plans, execution.
+"""The opcode library of jobproc (docs/contracts.md#job-processes-and-opcodes): registry,
+parameter Structs, lock plans, execution.
 
 Cheap to import (luxid imports the registry to validate opcodes at submit time): the
 built-in opcode modules load on the registry's first lookup, plugins on the first lookup

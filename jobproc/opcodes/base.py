@@ -1,4 +1,5 @@
-"""The opcode base class and the parameter base Struct every opcode shares (SPEC §6.1, §7).
+"""The opcode base class and the parameter base Struct every opcode shares
+(docs/contracts.md#job-processes-and-opcodes).
 
 Common parameters — `priority`, `depends`, `reason`, `comment` — are fields of the
 shared base Struct `OpParams`, so every opcode accepts and validates them the same way
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 COMMON_PARAMS = COMMON_OPCODE_PARAMS
 
-# A name that is also a lock member (SPEC §4.1): non-empty, no '/', not "[lockset]".
+# A name that is also a lock member: non-empty, no '/', not "[lockset]".
 NAME_PATTERN = r"^(?!\[lockset\]$)[^/]+$"
 Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN)]
 # Ganeti's tag syntax.
@@ -88,8 +89,9 @@ class OpCode(ABC, Generic[P]):
     Params: ClassVar[type[OpParams]]
     # The parameter shown in the job summary, as Ganeti's OP_DSC_FIELD ("NODE_ADD(n1)").
     SUMMARY_FIELD: ClassVar[str | None] = None
-    # True if `ctx.sleep` may raise Canceled inside `execute` (SPEC §6.2 cancel_job: a
-    # running job cancels inside an opcode only if it declares itself interruptible).
+    # True if `ctx.sleep` may raise Canceled inside `execute`
+    # (docs/contracts.md#job-methods, cancel_job: a running job cancels inside an opcode
+    # only if it declares itself interruptible).
     INTERRUPTIBLE: ClassVar[bool] = False
 
     def __init__(self, params: P) -> None:
@@ -97,7 +99,7 @@ class OpCode(ABC, Generic[P]):
 
     @abstractmethod
     def locks(self, params: P, config: ConfigReader) -> LockPlan:
-        """The locks this opcode needs; `params` is `self.params`, passed per SPEC §7."""
+        """The locks this opcode needs; `params` is `self.params`."""
 
     @abstractmethod
     def execute(self, ctx: OpContext) -> Any:

@@ -1,14 +1,15 @@
-"""What an opcode may do while it runs: the execution-context Protocol (SPEC §5, §7).
+"""What an opcode may do while it runs: the execution-context Protocol.
 
 The job process provides an object satisfying `OpContext`
 (jobproc.daemon_context.DaemonOpContext, over the daemons' stubs); tests provide an
 in-memory fake.  Opcodes see the data plane only through it, so they run without daemons.
 
-Configuration objects are plain dicts in the JSON shape of SPEC §5 (node references are
-uuids).  The methods mirror wconfd's and raise the same `client.errors` classes
-(`NotFound`, `AlreadyExists`, `ConfigValidationError`, `StaleObjectError`, `LockNotHeld`,
-`ReservationError`); a job process wrapping a stub that returns msgspec Structs converts
-them with `msgspec.to_builtins`.  All calls are synchronous: one job, one thread.
+Configuration objects are plain dicts in the JSON shape of
+docs/contracts.md#configuration-document (node references are uuids).  The methods mirror
+wconfd's and raise the same `client.errors` classes (`NotFound`, `AlreadyExists`,
+`ConfigValidationError`, `StaleObjectError`, `LockNotHeld`, `ReservationError`); a job
+process wrapping a stub that returns msgspec Structs converts them with
+`msgspec.to_builtins`.  All calls are synchronous: one job, one thread.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ class ConfigReader(Protocol):
         ...
 
     def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
-        """The room (SPEC §7.1) of each of `nodes` (uuids or names), or of every node, by
-        node uuid; wconfd sums it from the node's own instances.
+        """The room (docs/contracts.md#room-on-nodes) of each of `nodes` (uuids or names),
+        or of every node, by node uuid; wconfd sums it from the node's own instances.
 
         Raises client.errors.NotFound.
         """
@@ -50,7 +51,8 @@ class ConfigReader(Protocol):
 
 @runtime_checkable
 class ConfigWriter(ConfigReader, Protocol):
-    """Configuration writes and reservations (SPEC §5, §5.1); writes need the locks."""
+    """Configuration writes and reservations; writes need the locks
+    (docs/contracts.md#lock-enforcement)."""
 
     def add_object(self, kind: str, obj: Mapping[str, Any]) -> ConfigObject:
         """Add an object (uuid generated if absent); returns it as stored."""

@@ -31,7 +31,8 @@ class OpExecError(Exception):
 
 class OpPrereqError(OpExecError):
     """A prerequisite of the opcode does not hold (as Ganeti's OpPrereqError): checked
-    before anything changed, e.g. no node has room for an instance (SPEC §7.1)."""
+    before anything changed, e.g. no node has room for an instance
+    (docs/contracts.md#room-on-nodes)."""
 
 
 class Canceled(BaseException):

@@ -1,9 +1,11 @@
-"""The opcode registry: OP_ID → opcode class, and submit-time validation (SPEC §6.2, §7).
+"""The opcode registry: OP_ID → opcode class, and submit-time validation
+(docs/contracts.md#job-methods).
 
-This is the one module luxid may import from jobproc (SPEC §1), so it is cheap: msgspec,
-the standard library and `client.errors`.  The built-in opcodes are imported on the first
-lookup; third-party opcodes (entry-point group ``lockwarden.opcodes``) are discovered on the
-first lookup the built-ins cannot answer, or on `known_op_ids()`, and cached.
+This is the one module luxid may import from jobproc (docs/architecture.md#dependency-rule),
+so it is cheap: msgspec, the standard library and `client.errors`.  The built-in opcodes are
+imported on the first lookup; third-party opcodes (entry-point group ``lockwarden.opcodes``)
+are discovered on the first lookup the built-ins cannot answer, or on `known_op_ids()`, and
+cached.
 
 Plugin contract: an entry point in ``lockwarden.opcodes`` whose object is an `OpCode`
 subclass (or a list/tuple of them), e.g. ``OP_FOO = "mypkg.ops:Foo"``.  The entry point's

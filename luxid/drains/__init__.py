@@ -1,4 +1,5 @@
-"""Drains with deadlines (SPEC §12): the pure core, with no I/O and no clocks.
+"""Drains with deadlines (docs/contracts.md#drains): the pure core, with no I/O and no
+clocks.
 
 luxid's shell keeps the drain records (wconfd's `drains`), builds a `ClusterView` from the
 configuration, gathers the facts of the drains' jobs, and runs the core on every event
@@ -18,7 +19,8 @@ How the shell runs it (one decision path, event-driven):
 
 1. Inputs of a pass: the records; `view_from_config(config)`, at least as new as the job
    ends it is fed with; `JobFacts` (status, error text) for every id in each record's
-   `active`; `now`; the §7.1 placement wrapped to raise `NoRoom`.
+   `active`; `now`; the placement of docs/contracts.md#room-on-nodes wrapped to raise
+   `NoRoom`.
 2. Passes run on: a drain job's status change, a configuration change, an operator call,
    a timer of the `DeadlineHeap` (`next_timer(record)` after every write), and again
    after carrying out effects.  Never on a timer alone.

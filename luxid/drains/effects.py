@@ -2,10 +2,11 @@
 
 - `Submit`: submit a job of `ops`; report the new id with `record_submitted` (or a refusal
   with `submit_refused`) before the next step, so the core never asks twice.
-- `CancelJob`: `cancel_job(job_id, kill)` (§6.2).
+- `CancelJob`: `cancel_job(job_id, kill)`.
 - `ChangePriority`: `change_job_priority(job_id, priority)` for a drain job still queued.
-- `PutFilter`: add or replace (upsert, §6.2) the queue drain's filter rule `uuid` with the
-  §12.2 predicates and `action`; report its watermark with `queue_drain.filter_set`.
+- `PutFilter`: add or replace (upsert) the queue drain's filter rule `uuid` with the
+  predicates of docs/contracts.md#queue-drain and `action`; report its watermark with
+  `queue_drain.filter_set`.
 - `DeleteFilter`: remove the queue drain's rule.
 
 Every effect names the drain (`target`) it belongs to.
@@ -19,7 +20,8 @@ import msgspec
 
 from luxid.drains.record import JobKind
 
-# Jobs accepted after the rule (id > its watermark) are held or refused (§12.2).
+# Jobs accepted after the rule (id > its watermark) are held or refused
+# (docs/contracts.md#queue-drain).
 QUEUE_PREDICATES: Final = [["jobid", [">", "id", "watermark"]]]
 TAG_SOURCE: Final = "lw:drain-job"
 

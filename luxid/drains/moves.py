@@ -1,4 +1,5 @@
-"""One decision pass over every node drain (SPEC §12.1): what to submit or cancel now.
+"""One decision pass over every node drain (docs/contracts.md#node-drain): what to submit or
+cancel now.
 
 `step` takes every drain record, the cluster view, the facts of the drains' jobs and
 `now`, and returns the new records and the effects to apply.  The shell runs it whenever
@@ -134,7 +135,7 @@ def _deadline_moves(
     """Fail over every instance still there; shut down what no node takes.
 
     Each instance gets at most one failover and one shutdown; one that was shut down
-    stays (§12.1), and placement is asked again only when the room changed.
+    stays, and placement is asked again only when the room changed.
     """
     tried = {(job.kind, job.instance) for job in record.all_jobs()}
     effects: list[Effect] = []

@@ -1,4 +1,5 @@
-"""Node drains (SPEC §12.1): start, update, cancel, and the bookkeeping of submitted jobs.
+"""Node drains (docs/contracts.md#node-drain): start, update, cancel, and the bookkeeping of
+submitted jobs.
 
 These functions change a record in answer to an operator (`drain_node`,
 `cancel_node_drain`) or to the shell reporting what it did (`record_submitted`,
@@ -41,7 +42,8 @@ _OP_OF: dict[JobKind, str] = {
 
 
 def check_strategy(deadline: float | None, max_parallel: int, priority: int) -> None:
-    """InvalidParams naming the parameter that is out of range (§3 Numbers, §12.3)."""
+    """InvalidParams naming the parameter that is out of range
+    (docs/contracts.md#drain-methods)."""
     if deadline is not None and not (math.isfinite(deadline) and deadline >= 0):
         raise InvalidParams(
             "param `deadline`: must be >= 0 seconds from now (0: now), or null for none",
@@ -146,7 +148,7 @@ def submit(
     """The Submit effect for one job of a node drain.
 
     Moves carry the reason `["lw:drain", "rate-limit:<max_parallel>:drain-<node>", ts]`
-    (§12.1) and the drain's priority, except failovers and shutdowns at the deadline, which
+    and the drain's priority, except failovers and shutdowns at the deadline, which
     ignore max_parallel.  The OP_NODE_SET_PARAMS jobs run at the most urgent priority.
     """
     ts = int(now * 1e9)

@@ -1,12 +1,13 @@
 """Following a drain's jobs: their new statuses become record changes and events.
 
 The shell hands the core a `JobFacts` for every job id the drain records (status as in
-§6.1, and the error text of a failed or canceled job).  Each change of status is turned
-into the event Nomad's users would expect (`web3: migrating to node2`, `web3: migrated to
-node2`, `web3: blocked: no node has room …`) and into the record's state: a finished job
-moves from `active` to `done`, a successful move adds its instance to `moved`, a failed
-one marks it blocked, a finished shutdown adds it to `shut_down`.  Only the unfinished
-jobs are looked at, so a pass costs what is under way, not the drain's history.
+docs/contracts.md#job-model, and the error text of a failed or canceled job).  Each change
+of status is turned into the event Nomad's users would expect (`web3: migrating to node2`,
+`web3: migrated to node2`, `web3: blocked: no node has room …`) and into the record's state:
+a finished job moves from `active` to `done`, a successful move adds its instance to
+`moved`, a failed one marks it blocked, a finished shutdown adds it to `shut_down`.  Only
+the unfinished jobs are looked at, so a pass costs what is under way, not the drain's
+history.
 """
 
 from __future__ import annotations

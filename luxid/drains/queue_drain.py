@@ -1,4 +1,5 @@
-"""The queue drain (SPEC §12.2): let accepted work finish, hold or refuse new work.
+"""The queue drain (docs/contracts.md#queue-drain): let accepted work finish, hold or refuse
+new work.
 
 `drains["queue"]` owns one filter rule, `[["jobid", [">", "id", "watermark"]]]` with
 action REJECT (`hard`) or PAUSE (`soft`), reason `[["lw:drain", message, ts]]`.  Jobs
@@ -17,10 +18,10 @@ Draining the queue again while a drain is in effect changes its mode, deadline a
 message, never the jobs it accepted (as a node drain keeps its `started_at`): its
 watermark and start stay.  A changed mode or message must still reach the rule (its
 action, its reason), but replacing a rule moves the rule's watermark to the newest job
-(§6.3), which would turn the jobs a soft drain holds into accepted ones and start them.
-So the rule is put again with the drain's watermark written into its predicate,
-`[["jobid", [">", "id", <watermark>]]]`: the same jobs stay held (or, now hard, are
-refused).  Until that put is reported, the record has no `filter_uuid` (the uuid follows
+(docs/contracts.md#filters), which would turn the jobs a soft drain holds into accepted ones
+and start them.  So the rule is put again with the drain's watermark written into its
+predicate, `[["jobid", [">", "id", <watermark>]]]`: the same jobs stay held (or, now hard,
+are refused).  Until that put is reported, the record has no `filter_uuid` (the uuid follows
 from `started_at`), which is how the next pass knows to put it.
 """
 
@@ -56,8 +57,9 @@ def rule_uuid(started_at: float) -> str:
 
 
 def _put_filter(record: DrainRecord, now: float) -> PutFilter:
-    """The rule as the record says: §12.2's predicates the first time, the drain's own
-    watermark in them once it is known (a put again keeps the jobs it accepted)."""
+    """The rule as the record says: the predicates of docs/contracts.md#queue-drain the
+    first time, the drain's own watermark in them once it is known (a put again keeps the
+    jobs it accepted)."""
     assert record.mode is not None and record.filter_uuid is not None
     predicates = (
         list(QUEUE_PREDICATES)

@@ -1,6 +1,6 @@
-"""The drain record's luxid side (SPEC §12.1, §12.2): the record type itself is declared
-once in `client.drains` (wconfd stores it as its `drain` kind); here are luxid's words and
-times for it and the pure functions that change it.  Everything is plain data; the
+"""The drain record's luxid side (docs/contracts.md#drains): the record type itself is
+declared once in `client.drains` (wconfd stores it as its `drain` kind); here are luxid's
+words and times for it and the pure functions that change it.  Everything is plain data; the
 functions return new records.
 """
 

@@ -1,4 +1,5 @@
-"""A drain's `DrainStatus` (SPEC §12.3), computed from its record, the view and its jobs."""
+"""A drain's `DrainStatus` (docs/contracts.md#drain-methods), computed from its record, the
+view and its jobs."""
 
 from __future__ import annotations
 

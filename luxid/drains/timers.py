@@ -1,4 +1,4 @@
-"""The deadline timer heap (SPEC §12.1: a deadline fires within 100 ms, from a heap).
+"""The deadline timer heap: a deadline fires within 100 ms (docs/contracts.md#node-drain).
 
 Pure data: the shell keeps one `DeadlineHeap`, sets each drain's next timer after every
 step (`next_timer`), arms one event-loop timer for `peek()`, and when it fires runs a step

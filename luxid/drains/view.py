@@ -1,4 +1,5 @@
-"""The cluster as a drain sees it: nodes, instances and their room (SPEC §7.1), as plain data.
+"""The cluster as a drain sees it: nodes, instances and their room
+(docs/contracts.md#room-on-nodes), as plain data.
 
 The drain core never reads wconfd itself: the shell hands it a `ClusterView` built from the
 configuration document (`view_from_config`).  Nodes and instances are keyed by *name*, and
@@ -7,8 +8,8 @@ trails speak names.
 
 `capacity_key` condenses the facts that decide whether a blocked move could succeed now —
 which nodes may take instances and how much room each has left — so the core retries a
-blocked instance only when that key changed (SPEC §12.1: "a node added, undrained or
-brought online, an instance stopped or removed"), never in a loop.
+blocked instance only when that key changed (docs/contracts.md#node-drain: "a node added,
+undrained or online again, an instance stopped or removed"), never in a loop.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class InstanceFacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
-    """Nodes and instances by name, and the cluster's vcpu ratio (§7.1)."""
+    """Nodes and instances by name, and the cluster's vcpu ratio."""
 
     nodes: Mapping[str, NodeFacts]
     instances: Mapping[str, InstanceFacts]
@@ -151,10 +152,10 @@ def _num(value: Any, default: float) -> Any:
 
 
 def view_from_config(doc: Mapping[str, Any]) -> ClusterView:
-    """The view of a configuration document of SPEC §5 (as `get_config` returns it).
+    """The view of a configuration document (as `get_config` returns it).
 
-    Capacity fields (`mtotal`, `ctotal`, the cluster policy's `vcpu-ratio`) take their §7.1
-    defaults when the document does not carry them.
+    Capacity fields (`mtotal`, `ctotal`, the cluster policy's `vcpu-ratio`) take their
+    defaults (docs/contracts.md#room-on-nodes) when the document does not carry them.
     """
     node_names: dict[str, str] = {}
     nodes: dict[str, NodeFacts] = {}
@@ -202,7 +203,7 @@ def capacity_key(view: ClusterView) -> str:
 
 
 class NoRoom(Exception):
-    """Placement found no node for an instance; the message says what is short (§7.1)."""
+    """Placement found no node for an instance; the message says what is short."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -210,12 +211,13 @@ class NoRoom(Exception):
 
 
 # (view, instance name, nodes it must not go to) -> the chosen node's name; raises NoRoom.
-# The real one is §7.1's placement; the drain core only calls it.
+# The real one is the placement of docs/contracts.md#room-on-nodes; the drain core only
+# calls it.
 Placement = Callable[[ClusterView, str, frozenset[str]], str]
 
 
 def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
-    """The §7.1 placement (client.capacity, the rule the opcodes use) on a view: the
+    """The placement (client.capacity, the rule the opcodes use) on a view: the
     eligible node, not `exclude` nor the instance's own, with room and the most free
     memory; NoRoom with the placement's message (`no node has room for web3: …`)."""
     inst = view.instances[instance]

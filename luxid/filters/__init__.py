@@ -1,4 +1,4 @@
-"""The pure filter core of luxid (SPEC §6.3): the evaluator and rate limits.
+"""The pure filter core of luxid (docs/contracts.md#filters): the evaluator and rate limits.
 
 No sockets, files, clocks or processes.  The rules themselves (shape, add-time checks,
 actions, the expression parser) are client.filterrules, shared with wconfd; re-exported

@@ -1,5 +1,5 @@
-"""The filter evaluator (SPEC §6.3): `FilterChain(rules).verdict(job)` is the job's
-applying rule's verdict, or None when no rule applies.
+"""The filter evaluator (docs/contracts.md#filters): `FilterChain(rules).verdict(job)` is
+the job's applying rule's verdict, or None when no rule applies.
 
 A rule *applies* to a job if it is the first, in `(priority, watermark, uuid)` order, whose
 predicates all match the job (no predicates: always) and whose action is not CONTINUE.

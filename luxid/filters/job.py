@@ -15,8 +15,8 @@ from typing import Any, Final
 from client.vocabulary import COMMON_OPCODE_PARAMS
 from luxid.filters.ratelimit import bucket_of
 
-# The common opcode params of SPEC §6.1.  Ganeti's opcode predicate sees OP_ID and the op's
-# own params only ("not the common params", ganeti-luxid.md §3).
+# The common opcode params of docs/contracts.md#job-model.  Ganeti's opcode predicate sees
+# OP_ID and the op's own params only ("not the common params", ganeti-luxid.md §3).
 COMMON_PARAMS: Final[frozenset[str]] = frozenset(COMMON_OPCODE_PARAMS)
 
 ReasonEntry = tuple[str, str, int]

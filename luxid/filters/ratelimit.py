@@ -6,7 +6,7 @@ puts the job in bucket `"<n>:<label>"` (the text after `rate-limit:`, verbatim),
 is n.  So `rate-limit:2:x` and `rate-limit:3:x` are different buckets.  `rate-limit:3` (no
 label) is bucket `"3"`.  A job is in every distinct bucket named by any reason of any of its
 opcodes and needs one free slot in each.  (Ganeti's Haskell `reads` would also take `" 7"` or
-`"(7)"`; Lockwarden does not: SPEC §6.3 says no spaces.)
+`"(7)"`; Lockwarden does not: no leading space, docs/contracts.md#filters.)
 
 **RATE_LIMIT n rules.** A job whose applying rule is `RATE_LIMIT n` starts only while fewer
 than n running jobs have *that same rule* as their applying rule, evaluated with the current
@@ -109,7 +109,7 @@ def rate_limit_allows(verdict: Verdict | None, running: Mapping[str, int]) -> bo
     return running.get(verdict.rule_uuid, 0) < verdict.rate_limit
 
 
-# -- pending_reason and result texts (SPEC §6.1, §6.2) ----------------------------------------
+# -- pending_reason and result texts (docs/contracts.md#job-model) ---------------------
 
 
 def paused_reason(rule_uuid: str) -> str:

@@ -8,7 +8,8 @@ from typing import Literal
 
 import msgspec
 
-# CONTINUE never appears in a verdict: a CONTINUE rule never *applies* (SPEC §6.3).
+# CONTINUE never appears in a verdict: a CONTINUE rule never *applies*
+# (docs/contracts.md#filters).
 VerdictAction = Literal["ACCEPT", "PAUSE", "REJECT", "RATE_LIMIT"]
 
 

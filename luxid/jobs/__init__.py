@@ -1,9 +1,10 @@
 """The job model, status transitions, query fields and scheduler selection of luxid.
 
-Pure code (SPEC §1 "functional core"): no files, sockets, clocks or processes. Every
-function that needs the time takes `now` (float seconds since the epoch). The daemon shell
-(luxid's event loop) owns the I/O: it persists the Jobs these functions return with
-`luxid.storage` and acts on their effects (signals, process starts).
+Pure code (a functional core, docs/architecture.md#pure-cores-and-shells): no files,
+sockets, clocks or processes. Every function that needs the time takes `now` (float seconds
+since the epoch). The daemon shell (luxid's event loop) owns the I/O: it persists the Jobs
+these functions return with `luxid.storage` and acts on their effects (signals, process
+starts).
 """
 
 from luxid.jobs.deps import (

@@ -1,4 +1,5 @@
-"""The query_jobs fields (SPEC §6.2) of a job, as plain JSON values (pure).
+"""The query_jobs fields (docs/contracts.md#job-methods) of a job, as plain JSON values
+(pure).
 
 Values are builtins (lists, dicts, floats, None) so the daemon can encode them directly and
 wait_for_job_change can compare them with the `prev_values` a client sent back.

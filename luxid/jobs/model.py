@@ -1,4 +1,5 @@
-"""The job model of luxid (SPEC §6.1): msgspec Structs, status and priority computation.
+"""The job model of luxid (docs/contracts.md#job-model): msgspec Structs, status and
+priority computation.
 
 Pure code: no files, sockets, clocks or processes — callers pass `now` (float seconds since
 the epoch). Structs are frozen so that a job value never changes under a reader (the daemon
@@ -97,7 +98,7 @@ class Job(msgspec.Struct, frozen=True, gc=False):
     - `process_id`/`process_start` identify the job process (psutil create_time), so a
       restarted luxid can reattach to it or declare it dead.
     - `paused` is set when a PAUSE rule applies to a started job: it finishes its current
-      opcode and is `queued` again until started anew (SPEC §6.3).
+      opcode and is `queued` again until started anew (docs/contracts.md#filters).
     - `log_serial` is the last log serial handed out (serials are global per job).
     - `pending_reason` is why a queued job does not run yet (set by the scheduler pass).
     """
@@ -127,7 +128,8 @@ def job_started(job: Job) -> bool:
 
 
 def job_status(job: Job) -> JobStatus:
-    """The job status from its opcodes, as Ganeti's calcJobStatus, with SPEC §6.1's fix.
+    """The job status from its opcodes, as Ganeti's calcJobStatus, with the fix of
+    docs/contracts.md#job-model.
 
     Scan in order: error/canceling/canceled decide at once; waiting/running become the
     current value; success/queued are skipped. All success (or no ops) → success.
@@ -205,7 +207,8 @@ def resolve_dependency(job_id: int, dep_id: int) -> int:
 
 
 def new_job(job_id: int, ops: list[dict[str, Any]], now: float) -> Job:
-    """Build a freshly submitted job (all opcodes queued), normalized as SPEC §6.1 says.
+    """Build a freshly submitted job (all opcodes queued), normalized as
+    docs/contracts.md#job-model says.
 
     Each opcode's reason trail gets `["lw:opcode:<op_id lower>", "job=<id>;index=<i>",
     now_ns]`; relative dependencies become absolute. Call `validate_ops` first: this

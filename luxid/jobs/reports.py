@@ -1,4 +1,5 @@
-"""What luxid does with a job process's report (SPEC §7), as a pure function.
+"""What luxid does with a job process's report
+(docs/contracts.md#job-processes-and-opcodes), as a pure function.
 
 A job process sends events about its job (client.api.luxi: Hello, Check, Waiting, Running,
 Log, Priority, Finish); `apply_report` returns the job's new state and the Directive to

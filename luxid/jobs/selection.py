@@ -1,4 +1,5 @@
-"""The scheduler's selection step (SPEC §6.3, §6.4): which queued jobs start now (pure).
+"""The scheduler's selection step (docs/contracts.md#scheduling-and-job-processes): which
+queued jobs start now (pure).
 
 One pass, O(n log n) in the number of queued jobs (one sort, then one linear scan with
 counters in dicts). The shell, luxid.scheduler.Scheduler, runs a pass on every event
@@ -12,7 +13,7 @@ whose process has not exited yet included); `queued`: non-finalized jobs without
 Differences from Ganeti's selectJobsToRun (ganeti-luxid.md §5), all deliberate:
 - a job held back by a filter or the slot limit does not take a reason-bucket slot
   (Ganeti counted it: "ad-hoc slots can be used by filtered-out jobs");
-- PAUSE applies to running jobs too: they are listed in `pause` (SPEC §6.3);
+- PAUSE applies to running jobs too: they are listed in `pause` (docs/contracts.md#filters);
 - unsatisfiable dependencies cancel or fail the job here instead of in its process.
 """
 

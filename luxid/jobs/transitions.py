@@ -1,9 +1,10 @@
 """Status transitions of a job, as pure functions: each takes a Job and returns a new one.
 
-They follow Ganeti's op transitions (ganeti-luxid.md §1, §6, §7) with SPEC §6 changes:
-failures keep finished opcodes `success` (Ganeti overwrote them with error), a started job
-can be paused back to `queued`, waiting jobs are canceled at once. Invalid transitions
-raise client.errors.InvalidParams so a confused job process cannot corrupt a job.
+They follow Ganeti's op transitions (ganeti-luxid.md §1, §6, §7) with Lockwarden's changes
+(docs/contracts.md#jobs): failures keep finished opcodes `success` (Ganeti overwrote them
+with error), a started job can be paused back to `queued`, waiting jobs are canceled at
+once. Invalid transitions raise client.errors.InvalidParams so a confused job process cannot
+corrupt a job.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def _with_reason(op: OpCode, source: str, text: str, now: float) -> dict[str, An
 def start_job(job: Job, now: float, pid: int, pid_start: float) -> Job:
     """luxid gave the job a process (new or resumed after a pause); record its identity.
 
-    Must happen before the process runs any opcode (SPEC §6.4), so a restart can tell a
-    started job from a queued one. Clears `paused` and `pending_reason`.
+    Must happen before the process runs any opcode
+    (docs/contracts.md#scheduling-and-job-processes), so a restart can tell a started job
+    from a queued one. Clears `paused` and `pending_reason`.
     """
     if job_status(job) in FINALIZED:
         raise errors.InvalidParams(f"job {job.id} is finalized; cannot start it")
@@ -234,7 +236,7 @@ def process_exited(job: Job, now: float, message: str = MSG_PROCESS_DIED) -> Job
 
     A finalized job is unchanged. A paused job with no opcode in progress exited as asked:
     it forgets the process and stays queued. Anything else fails with `message`
-    ("job process died"), SPEC §6.4.
+    ("job process died").
     """
     if job_status(job) in FINALIZED:
         return job
@@ -244,7 +246,8 @@ def process_exited(job: Job, now: float, message: str = MSG_PROCESS_DIED) -> Job
 
 
 def cancel_job(job: Job, now: float, kill: bool = False) -> Outcome:
-    """cancel_job RPC (SPEC §6.2): decide the new job and the signal for its process.
+    """cancel_job RPC (docs/contracts.md#job-methods): decide the new job and the signal for
+    its process.
 
     - finalized: refused.
     - queued or waiting: canceled at once (SIGTERM to a process still waiting for locks).

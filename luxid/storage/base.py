@@ -1,9 +1,10 @@
-"""The job store's seam (SPEC §6.1, §13): what luxid needs from durable storage.
+"""The job store's seam (docs/architecture.md#storage): what luxid needs from durable
+storage.
 
 luxid keeps its live jobs in memory and decides everything on its event loop; a store only
 keeps what luxid tells it, durably.  SQLite (luxid.storage.sqlite) is the embedded
-implementation; SPEC §13 puts etcd behind the same interface.  An implementation must
-promise:
+implementation; luxid.storage.etcd puts etcd behind the same interface.  An implementation
+must promise:
 
 - **Durable before return.**  When the `with store.transaction() as tx:` block ends without
   an exception, every change made through `tx` is durable (fsync'd, or acknowledged by a

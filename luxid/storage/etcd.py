@@ -1,4 +1,5 @@
-"""luxid's job store on etcd (SPEC §13): luxid.storage.base's seam over fenced transactions.
+"""luxid's job store on etcd (docs/contracts.md#replicated-control-plane):
+luxid.storage.base's seam over fenced transactions.
 
 The layout and the mapping are luxid.storage.etcd_keys's (client/_server/etcd/LAYOUT.md).
 Every transaction of the seam becomes `FencedWriter.commit_many` (group commit: the batch

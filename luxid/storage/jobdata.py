@@ -1,4 +1,4 @@
-"""What every job store does alike with a Job (SPEC §6.1, §13): pure helpers.
+"""What every job store does alike with a Job: pure helpers.
 
 Both stores keep a job without its log entries (each entry is a row or a key of its own,
 so appending one costs one small write) and put them back on load; both tell auto-archive

@@ -1,4 +1,4 @@
-"""The configuration core of wconfd (SPEC §5, §5.1): pure code, no files, sockets or clocks.
+"""The configuration core of wconfd: pure code, no files, sockets or clocks.
 
 - `objects`: the document's msgspec Structs and wire conversion (InvalidParams on types).
 - `validation`: field checks (ConfigValidationError naming object and field).

@@ -1,4 +1,5 @@
-"""Lock enforcement for config writes (SPEC §5): which locks a write needs, and the check.
+"""Lock enforcement for config writes (docs/contracts.md#lock-enforcement): which locks a
+write needs, and the check.
 
 Pure: the caller passes `holds_exclusive(lock_name) -> bool` over its lock table.
 
@@ -22,7 +23,8 @@ from client.vocabulary import BGL, LOCKSET
 
 from .objects import ConfigObject, Kind, LockEnforcement
 
-# The lock level guarding each kind (SPEC §4.1 level names); filters are not guarded.
+# The lock level guarding each kind (the levels of docs/contracts.md#lock-names-and-order);
+# filters are not guarded.
 KIND_LEVEL: Final[dict[Kind, str]] = {
     "cluster": "cluster",
     "nodegroup": "nodegroup",

@@ -1,4 +1,5 @@
-"""The stored objects of the configuration and the indexes over them (SPEC §5).
+"""The stored objects of the configuration and the indexes over them
+(docs/contracts.md#configuration-document).
 
 One dict per kind (uuid -> object), a name -> uuid index per named kind, and
 reverse-reference indexes (instances per node and per network, nodes per group, MAC ->

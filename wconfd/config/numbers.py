@@ -1,4 +1,4 @@
-"""Integers every part of the system can hold (SPEC §3): signed 64 bits.
+"""Integers every part of the system can hold (docs/contracts.md#numbers): signed 64 bits.
 
 Python ints are unbounded and JSON allows any size, but the journal (msgpack), the job
 store and the other daemon's clients do not; a value past those bounds must be refused

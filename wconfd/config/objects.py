@@ -1,16 +1,16 @@
-"""The configuration document of SPEC §5 as msgspec Structs.
+"""The configuration document (docs/contracts.md#configuration-document) as msgspec Structs.
 
 Every object is a frozen Struct that forbids unknown fields, so one decoded object can be
 shared by the live state, the change record and the reply without copying.  Sequences are
 tuples (they encode as JSON arrays) so nothing shared can be mutated in place.
 
-Choices for what §5 leaves open (documented here because clients see them):
+Choices for what docs/contracts.md leaves open (documented here because clients see them):
 
 - `uuid` defaults to "" meaning "generate one" (add only); `serial_no`, `ctime`, `mtime`
   default to 0 and are always overwritten by the daemon.
 - node: `group` defaults to "" = the group named "default" (or the only group);
   `primary_ip` None; `offline`/`drained`/`master_candidate` False; `vm_capable` True;
-  capacity (SPEC §7.1) `mtotal` 65536 MiB and `ctotal` 32 CPUs.
+  capacity (docs/contracts.md#room-on-nodes) `mtotal` 65536 MiB and `ctotal` 32 CPUs.
 - cluster: `ipolicy` is Ganeti 3.0's default instance policy with "sharedfile" first in
   its disk templates (`vcpu-ratio` 4.0: a node runs up to 4 * `ctotal` virtual CPUs); its
   field names are Ganeti's, with hyphens, as htools read them.
@@ -20,11 +20,11 @@ Choices for what §5 leaves open (documented here because clients see them):
 - network: `network` (CIDR) required, `gateway` None.
 - filter: `priority` 0, `watermark` 0, `predicates` [], `action` "ACCEPT",
   `reason_trail` []; `action` is a string or ["RATE_LIMIT", n] (checked semantically).
-- drain (SPEC §12): keyed by its `target` ("node/<name>" or "queue"); `uuid` is the target
-  too (filled in when empty) so that the map kinds share one index.  Its type is declared
-  once, in `client.drains` (`DrainRecord`, named `Drain` here), for wconfd and luxid alike:
-  wconfd checks the fields §12.1 names and stores luxid's resume state (jobs, moved,
-  blocked, ...) as typed there.
+- drain (docs/contracts.md#drains): keyed by its `target` ("node/<name>" or "queue"); `uuid`
+  is the target too (filled in when empty) so that the map kinds share one index.  Its type
+  is declared once, in `client.drains` (`DrainRecord`, named `Drain` here), for wconfd and
+  luxid alike: wconfd checks the record's fields (docs/contracts.md#node-drain) and stores
+  luxid's resume state (jobs, moved, blocked, ...) as typed there.
 - References may be given as a name on input; they are stored as uuids (see validation).
 """
 
@@ -71,7 +71,7 @@ class _Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
 
 
 class ISpec(_Base, frozen=True, kw_only=True, rename="kebab"):
-    """An instance spec of the policy (Ganeti's ISPECS_*): sizes in MiB, counts."""
+    """An instance spec of the policy (Ganeti's ispecs parameters): sizes in MiB, counts."""
 
     memory_size: int = 128
     cpu_count: int = 1
@@ -91,7 +91,8 @@ class MinMaxISpecs(_Base, frozen=True, kw_only=True):
     )  # fmt: skip
 
 
-# Ganeti's disk templates; instance disks live on shared storage here (SPEC §7.1).
+# Ganeti's disk templates; instance disks live on shared storage here
+# (docs/contracts.md#room-on-nodes).
 DISK_TEMPLATES: Final = (
     "sharedfile", "blockdev", "diskless", "drbd", "ext", "file", "gluster", "plain", "rbd",
 )  # fmt: skip
@@ -200,7 +201,8 @@ class Network(_Base, frozen=True, kw_only=True):
 
 
 class Filter(_Base, frozen=True, kw_only=True):
-    """A job filter rule (SPEC §6.3); the config checks its shape, luxid its semantics."""
+    """A job filter rule (docs/contracts.md#filters); the config checks its shape, luxid its
+    semantics."""
 
     uuid: str = ""
     priority: int = 0
@@ -228,7 +230,7 @@ KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
 
 
 class ConfigDocument(_Base, frozen=True, kw_only=True):
-    """The whole configuration, exactly the shape `get_config` returns (SPEC §5)."""
+    """The whole configuration, exactly the shape `get_config` returns."""
 
     version: int = DOCUMENT_VERSION
     serial_no: int = 0

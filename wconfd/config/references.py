@@ -1,7 +1,8 @@
-"""Uniqueness and reference checks of a config write (SPEC §5): names not taken,
-references (given as uuid or name) resolved to uuids, NICs inside their networks, MACs
-unique.  Pure functions over the ObjectIndex; ConfigState calls `prepare` on every add
-and update (and on every stored object when it loads a snapshot).
+"""Uniqueness and reference checks of a config write
+(docs/contracts.md#configuration-methods): names not taken, references (given as uuid or
+name) resolved to uuids, NICs inside their networks, MACs unique.  Pure functions over the
+ObjectIndex; ConfigState calls `prepare` on every add and update (and on every stored object
+when it loads a snapshot).
 """
 
 from __future__ import annotations

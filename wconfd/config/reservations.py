@@ -1,4 +1,5 @@
-"""Temporary reservations (SPEC §5.1) as a pure table: (namespace, value) -> owner.
+"""Temporary reservations (docs/contracts.md#temporary-reservations) as a pure table:
+(namespace, value) -> owner.
 
 Same two-step shape as the config: `reserve`, `release_*`, `remove_owner`, `generate_mac`
 validate and return a change record (None when nothing changes) without touching the

@@ -1,4 +1,5 @@
-"""The in-memory configuration and its operations (SPEC §5): pure, O(1) per object.
+"""The in-memory configuration and its operations (docs/contracts.md#configuration): pure,
+O(1) per object.
 
 `ConfigState` keeps the document's header (serial_no, times, cluster) and its objects in
 an ObjectIndex (indexes.py: per-kind dicts, name and reverse-reference indexes), so
@@ -158,7 +159,7 @@ class ConfigState:
 
     @classmethod
     def fresh(cls, now: float, new_uuid: UuidFactory = new_uuid4) -> ConfigState:
-        """A fresh config (SPEC §5): cluster "lockwarden", one node group "default"."""
+        """A fresh config: cluster "lockwarden", one node group "default"."""
         cluster = Cluster(uuid=new_uuid(), serial_no=1, ctime=now, mtime=now)
         group = NodeGroup(
             uuid=new_uuid(), name=DEFAULT_GROUP_NAME, serial_no=1, ctime=now, mtime=now
@@ -267,8 +268,8 @@ class ConfigState:
         return frozenset(self._idx.node_refs.get(node_uuid, ()))
 
     def room_used(self, node_uuid: str) -> tuple[int, int]:
-        """(MiB, virtual CPUs) the node's running primary instances use (SPEC §7.1), from
-        the node's own instances only."""
+        """(MiB, virtual CPUs) the node's running primary instances use
+        (docs/contracts.md#room-on-nodes), from the node's own instances only."""
         instances = self._idx.maps["instance"]
         memory = cpus = 0
         for uuid in self._idx.node_refs.get(node_uuid, ()):

@@ -59,7 +59,7 @@ def fail(kind: str, obj: ConfigObject, field: str, problem: str) -> ConfigValida
 
 
 def check_name(kind: str, obj: ConfigObject, name: str) -> None:
-    """Names are lock member names (SPEC §4.1): non-empty, no '/', not '[lockset]'."""
+    """Names are lock member names: non-empty, no '/', not '[lockset]'."""
     if not name:
         raise fail(kind, obj, "name", "must not be empty")
     if len(name) > MAX_NAME_LENGTH:
@@ -240,9 +240,9 @@ def check_instance(obj: Instance) -> Instance:
 
 
 def check_filter(obj: Filter) -> Filter:
-    """A filter rule: the add-time checks of SPEC §6.3, client.filterrules' (the same checks
-    luxid's replace_filter makes; a client's write meets them first as FilterError), and
-    the action as a list."""
+    """A filter rule: the add-time checks of docs/contracts.md#filters, client.filterrules'
+    (the same checks luxid's replace_filter makes; a client's write meets them first as
+    FilterError), and the action as a list."""
     _check_times("filter", obj)
     try:
         rule = msgspec.to_builtins(obj)

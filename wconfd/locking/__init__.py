@@ -1,4 +1,5 @@
-"""wconfd's pure lock core (SPEC §4): names and order, the allocation, waiting requests.
+"""wconfd's pure lock core (docs/contracts.md#locks): names and order, the allocation,
+waiting requests.
 
 No I/O, clocks or threads: the daemon shell calls `LockManager` methods and acts on the
 returned `Effects` (answer granted waiters, journal changed holdings).

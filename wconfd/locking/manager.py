@@ -1,4 +1,5 @@
-"""The lock manager: the allocation plus waiting requests (§4.3, §4.4 rules 3-6).
+"""The lock manager: the allocation plus waiting requests (rules 3-6 of
+docs/contracts.md#lock-rules).
 
 Pure: time and arrival are inputs (`since` is stored for display; arrival order is an
 internal counter), nothing here does I/O.  The daemon shell calls one method per RPC and
@@ -288,7 +289,7 @@ class LockManager:
         wait: bool = False,
         since: Any = None,
     ) -> Opportunistic:
-        """`opportunistic_lock_union` (§4.3): acquire now every pair (shared/exclusive only)
+        """`opportunistic_lock_union`: acquire now every pair (shared/exclusive only)
         that is free — no conflict, no earlier conflicting waiter (rule 5) — and passes the
         order rule against the locks held before the call (others are skipped, never an
         error); all or none of them if fewer than `min_count` of the request would be held.

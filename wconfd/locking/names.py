@@ -1,4 +1,5 @@
-"""Lock names parsed for the lock core, and the total lock order (SPEC §4.1, §4.2).
+"""Lock names parsed for the lock core, and the total lock order
+(docs/contracts.md#lock-names-and-order, docs/contracts.md#lock-conflicts).
 
 The vocabulary itself (levels, modes, BGL, priorities) is `client.vocabulary`'s; this module
 parses names into `Lock` values for the hot path.
@@ -168,9 +169,10 @@ def parse_names(locks: Any, *, what: str = "locks") -> list[Lock]:
 
 
 def conflicts(a: Lock, mode_a: str, b: Lock, mode_b: str) -> bool:
-    """§4.2 between two *different* owners: the same lock, or a lockset and a member of its
-    level, conflict iff either side is exclusive.  (The reference definition; the table uses
-    indexes that give the same answer.)"""
+    """The conflict rule of docs/contracts.md#lock-conflicts between two *different* owners:
+    the same lock, or a lockset and a member of its level, conflict iff either side is
+    exclusive.  (The reference definition; the table uses indexes that give the same
+    answer.)"""
     related = a.name == b.name or (a.level == b.level and a.is_set != b.is_set)
     return related and (mode_a == EXCLUSIVE or mode_b == EXCLUSIVE)
 

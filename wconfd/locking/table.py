@@ -1,5 +1,6 @@
-"""The lock allocation: who holds what, conflicts (§4.2), the order rule (§4.4 rule 2) and
-the atomic update with blockers — Ganeti's Locking/Allocation.hs, without waiting.
+"""The lock allocation: who holds what, conflicts (docs/contracts.md#lock-conflicts), the
+order rule (rule 2 of docs/contracts.md#lock-rules) and the atomic update with blockers —
+Ganeti's Locking/Allocation.hs, without waiting.
 
 Pure: no I/O, no clock.  State is mutated in place, but every operation checks first and
 applies after, so an operation that raises or is blocked leaves the state unchanged.
@@ -90,7 +91,7 @@ class HolderIndex:
         return self.excl, self.lvl_excl
 
     def add_conflicts(self, lock: Lock, mode: str, out: set[str]) -> None:
-        """Add to `out` every owner with an entry conflicting with (lock, mode) under §4.2.
+        """Add to `out` every owner with an entry conflicting with (lock, mode).
 
         The asker itself may be added too (it never conflicts with itself): callers discard
         it once after collecting all pairs.

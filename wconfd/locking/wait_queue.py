@@ -1,6 +1,6 @@
-"""The queue of waiting lock requests: who ranks ahead (§4.4 rule 5) and who waits for
-whom (rule 6).  Pure; the LockManager (manager.py) owns one and decides when to queue,
-grant and withdraw.
+"""The queue of waiting lock requests: who ranks ahead (rule 5 of
+docs/contracts.md#lock-rules) and who waits for whom (rule 6).  Pure; the LockManager
+(manager.py) owns one and decides when to queue, grant and withdraw.
 
 - Rule 5 (fairness): a request is not granted while a conflicting queued request ranks
   ahead of it — (priority, arrival) smaller — unless that queued request is blocked by a

@@ -1,4 +1,4 @@
-"""wconfd's state as etcd keys (SPEC §13; client/_server/etcd/LAYOUT.md): pure code, no I/O.
+"""wconfd's state as etcd keys (client/_server/etcd/LAYOUT.md): pure code, no I/O.
 
     P/config/meta                          {"version", "serial_no", "ctime", "mtime"}
     P/config/cluster                       the cluster object
@@ -10,9 +10,9 @@ Variable components are percent-encoded, so a `/` in a name never makes a level.
 holding carries the node whose master granted it (LAYOUT.md proposed a separate
 `P/clients/<id>` key put with a client's first holding and deleted with its last; keeping
 the node in each value needs no such bookkeeping and still tells a new master whose
-clients were on another node). A change costs what it changes (SPEC §4.4 rule 7): one
-put per acquired lock, a range delete for a run of released ones, one prefix delete when
-a client lets go of everything.
+clients were on another node). A change costs what it changes (docs/contracts.md#lock-rules,
+durability before the answer): one put per acquired lock, a range delete for a run of
+released ones, one prefix delete when a client lets go of everything.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _q(part: str) -> str:
 
 
 class Meta(msgspec.Struct, frozen=True):
-    """The top level of the config document (SPEC §5) besides its objects."""
+    """The top level of the config document besides its objects."""
 
     serial_no: int
     ctime: float

@@ -1,4 +1,5 @@
-"""`EtcdStore`: wconfd's DurableStore on etcd, for the master of one term (SPEC §13).
+"""`EtcdStore`: wconfd's DurableStore on etcd, for the master of one term
+(docs/contracts.md#replicated-control-plane).
 
 The store of one term: a new master builds one, `load()`s the state at one revision, and
 from then on every record becomes operations on the keys of etcd_keys.py, committed by the
@@ -192,8 +193,8 @@ class EtcdStore:
         """The record's operations; StorageError (nothing changed) if they cannot be one
         transaction."""
         if isinstance(record, LockChange):
-            # Changed in place (no copy: the cost follows the change, SPEC §4.4 rule 7);
-            # put back below if the change is refused.
+            # Changed in place (no copy: the cost follows the change,
+            # docs/contracts.md#lock-rules); put back below if the change is refused.
             held = self._held.setdefault(record.client_id, set())
             added = {lk for lk, mode in record.pairs if mode != RELEASE and lk not in held}
             dropped = {lk for lk, mode in record.pairs if mode == RELEASE and lk in held}

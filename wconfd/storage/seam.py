@@ -1,4 +1,5 @@
-"""The storage seam of wconfd (SPEC §13): what the daemon needs from durable storage.
+"""The storage seam of wconfd (docs/architecture.md#storage): what the daemon needs from
+durable storage.
 
 wconfd's state is a state machine: a snapshot plus an ordered log of change records.
 `DurableStore` is all the daemon asks of the storage under it.  Two implementations:

@@ -1,4 +1,5 @@
-"""The built-in opcodes of SPEC §7, imported by the registry on its first lookup."""
+"""The built-in opcodes (docs/contracts.md#job-processes-and-opcodes), imported by the
+registry on its first lookup."""
 
 from __future__ import annotations
 

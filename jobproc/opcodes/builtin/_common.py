@@ -1,5 +1,6 @@
 """Helpers shared by the built-in opcodes: lookups that fail with clear OpExecErrors,
-node eligibility and room (the placement rule of SPEC §7.1, from `client.capacity`).
+node eligibility and room (the placement rule of docs/contracts.md#room-on-nodes, from
+`client.capacity`).
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def check_eligible(node: ConfigObject, purpose: str) -> None:
 def place(
     config: ConfigReader, instance: str, memory: int, vcpus: int, exclude: Iterable[str] = ()
 ) -> Room:
-    """The node placement chooses for an instance of this size (SPEC §7.1); OpPrereqError
-    saying what is short and where the most room is if no node has room."""
+    """The node placement chooses for an instance of this size
+    (docs/contracts.md#room-on-nodes); OpPrereqError saying what is short and where the most
+    room is if no node has room."""
     current = config.node_rooms().values()
     room = choose(current, memory, vcpus, exclude)
     if room is None:

@@ -114,7 +114,7 @@ class ClusterVerify(OpCode[ClusterVerifyParams]):
     Each problem is also logged.  It checks what the simulated data plane can know:
     dangling node/group references, instances on offline nodes, secondaries equal to the
     primary, duplicate MACs, duplicate names and nodes whose running instances exceed
-    their capacity (SPEC §7.1).
+    their capacity (docs/contracts.md#room-on-nodes).
     """
 
     OP_ID = "OP_CLUSTER_VERIFY"

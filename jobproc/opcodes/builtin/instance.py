@@ -42,7 +42,8 @@ class DiskSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class InstanceCreateParams(OpParams):
-    """memory in MiB; pnode by name, or absent to let placement choose (SPEC §7.1)."""
+    """memory in MiB; pnode by name, or absent to let placement choose
+    (docs/contracts.md#room-on-nodes)."""
 
     instance_name: Name
     memory: Annotated[int, Meta(ge=1)]
@@ -57,9 +58,10 @@ class InstanceCreate(OpCode[InstanceCreateParams]):
     ``{"name", "uuid", "primary_node", "macs"}``.
 
     Without pnode the node is the eligible one (online, not drained, vm_capable) with room
-    and the most free memory, then the first by name (SPEC §7.1) — chosen while holding
-    node/[lockset] shared, so no node changes during the choice.  The room is checked
-    again under node/<pnode> exclusive: a named node without room fails (OpPrereqError).
+    and the most free memory, then the first by name (docs/contracts.md#room-on-nodes) —
+    chosen while holding node/[lockset] shared, so no node changes during the choice.  The
+    room is checked again under node/<pnode> exclusive: a named node without room fails
+    (OpPrereqError).
     """
 
     OP_ID = "OP_INSTANCE_CREATE"

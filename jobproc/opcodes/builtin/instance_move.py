@@ -4,16 +4,16 @@
 Both lock in two phases, as Ganeti's DeclareLocks: instance/<name> exclusively, then —
 reading the configuration that lock protects — node/<source> and node/<target> shared and
 node-res/<target> exclusively.  The target is `target_node`, else the first secondary
-node, else the placement of SPEC §7.1 (the eligible node other than the source with room
-and the most free memory).
+node, else placement's choice (docs/contracts.md#room-on-nodes: the eligible node other than
+the source with room and the most free memory).
 
-Why these modes (beyond the table of SPEC §7, which has both nodes exclusive): a move
-writes only the instance, which its own lock guards.  The source is not modified — an
-instance leaving it only frees room — so it is held shared: a drain's moves off one node
-run side by side instead of one at a time, while a job that changes or removes the node
-(node/<n> exclusive) still waits for them.  The target's room is the one thing moves
-could race on: the check and the write are made under node-res/<target> exclusively, the
-lock every job that takes room on a node holds (OP_INSTANCE_CREATE, OP_INSTANCE_STARTUP,
+Why these modes (the table of docs/contracts.md#job-processes-and-opcodes), not both nodes
+exclusive: a move writes only the instance, which its own lock guards.  The source is not
+modified — an instance leaving it only frees room — so it is held shared: a drain's moves
+off one node run side by side instead of one at a time, while a job that changes or removes
+the node (node/<n> exclusive) still waits for them.  The target's room is the one thing
+moves could race on: the check and the write are made under node-res/<target> exclusively,
+the lock every job that takes room on a node holds (OP_INSTANCE_CREATE, OP_INSTANCE_STARTUP,
 these moves), so concurrent moves onto one node never over-fill it — a move that finds
 the node full fails with OpPrereqError and changes nothing.  node/<target> shared keeps
 the target's flags (offline, drained) and size from changing under the check.
@@ -126,7 +126,7 @@ class _InstanceMove(OpCode[InstanceMoveParams]):
 
 
 class InstanceMigrate(_InstanceMove):
-    """Live-migrate an instance (SPEC §7): it keeps running while it moves."""
+    """Live-migrate an instance: it keeps running while it moves."""
 
     OP_ID = "OP_INSTANCE_MIGRATE"
     VERB = "migrate"
@@ -134,7 +134,7 @@ class InstanceMigrate(_InstanceMove):
 
 
 class InstanceFailover(_InstanceMove):
-    """Fail an instance over (SPEC §12.4): stopped on the source, started on the target —
+    """Fail an instance over: stopped on the source, started on the target —
     faster than a migration, with downtime."""
 
     OP_ID = "OP_INSTANCE_FAILOVER"

@@ -1,12 +1,13 @@
-"""Starting and stopping instances: OP_INSTANCE_STARTUP and OP_INSTANCE_SHUTDOWN (SPEC §7.1,
-§12.4).  An instance that is up uses room on its primary node, so startup checks room the
-way placement does; shutdown frees it.
+"""Starting and stopping instances: OP_INSTANCE_STARTUP and OP_INSTANCE_SHUTDOWN.  An
+instance that is up uses room on its primary node (docs/contracts.md#room-on-nodes), so
+startup checks room the way placement does; shutdown frees it.
 
 Locks: instance/<name> exclusive, then (read under that lock) its primary node shared.
-Startup also takes node-res/<primary> exclusively (beyond the table of §12.4): two
-startups on one node hold the node only shared, and without a common exclusive lock both
-could see the same free memory and over-fill the node.  OP_INSTANCE_CREATE takes the same
-node-res lock, so creations and startups on one node are serialised too.
+Startup also takes node-res/<primary> exclusively (beyond the table of
+docs/contracts.md#job-processes-and-opcodes): two startups on one node hold the node only
+shared, and without a common exclusive lock both could see the same free memory and
+over-fill the node.  OP_INSTANCE_CREATE takes the same node-res lock, so creations and
+startups on one node are serialised too.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class InstanceStartup(_InstanceStateChange):
     NODE_RES = True
 
     def check(self, ctx: OpContext, inst: ConfigObject) -> None:
-        """The primary node is online and has room for the instance (SPEC §7.1)."""
+        """The primary node is online and has room for the instance
+        (docs/contracts.md#room-on-nodes)."""
         node = get_or_fail(ctx, "node", str(inst["primary_node"]))
         if node.get("offline"):
             raise OpPrereqError(
@@ -93,7 +95,7 @@ class InstanceStartup(_InstanceStateChange):
 
 
 class InstanceShutdown(_InstanceStateChange):
-    """Stop an instance (admin_state down), freeing its room (SPEC §12.4)."""
+    """Stop an instance (admin_state down), freeing its room."""
 
     OP_ID = "OP_INSTANCE_SHUTDOWN"
     STATE = "down"

@@ -19,7 +19,7 @@ from jobproc.opcodes.errors import ECODE_EXISTS, ECODE_STATE, OpExecError, OpPre
 IP_RESERVATION_NAMESPACE = "primary_ip"
 
 
-MiB = Annotated[int, Meta(ge=0, le=2**40)]  # a node's memory for instances (SPEC §7.1)
+MiB = Annotated[int, Meta(ge=0, le=2**40)]  # a node's memory for instances
 Cpus = Annotated[int, Meta(ge=0, le=2**20)]  # a node's physical CPUs
 
 
