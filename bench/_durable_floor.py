@@ -1,5 +1,6 @@
-"""The floor SPEC §4.4 rule 7 leaves on this machine for lock cycles: a bare durable lock
-server, measured by bench/locks.py in the same run as wconfd.
+"""The floor lock rule 7 (durable before the answer, docs/contracts.md#lock-rules) leaves on this
+machine for lock cycles: a bare durable lock server, measured by bench/locks.py in the same run as
+wconfd.
 
 It does only what rule 7 asks of every lock change and nothing else a real lock service
 does: a line `A <lock>` acquires (waiting first-come first-served while another holds
@@ -10,10 +11,10 @@ identification, no fairness or deadlock checks, no snapshot, no metrics.  Its ra
 with the same client loops as wconfd's figures, is what any server that honours rule 7
 can at most reach here: transport, wake-ups and the disk flush.
 
-The same server also answers SPEC §3's wire format, a JSON-RPC 2.0 `try_update_locks`
-line (decoded and answered with msgspec, journalled as it came), for the one-client
-loop of `JsonRpcLockClient` (a stub reduced to encode, send, receive, decode): the floor
-of a server that honours rule 7 and speaks the Normative protocol, and nothing more.
+The same server also answers the wire format of docs/contracts.md#wire-protocol, a JSON-RPC 2.0
+`try_update_locks` line (decoded and answered with msgspec, journalled as it came), for the
+one-client loop of `JsonRpcLockClient` (a stub reduced to encode, send, receive, decode): the floor
+of a server that honours rule 7 and speaks the documented protocol, and nothing more.
 
 Run as `python bench/_durable_floor.py SOCKET JOURNAL`; it prints `ready` once it listens.
 """

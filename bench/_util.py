@@ -124,7 +124,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def failover_summary(times: list[float], ttl: float) -> dict[str, float]:
-    """Failover trials (SPEC §13): their number, p50 and max against the 5 s target."""
+    """Failover trials: their number, p50 and max against the 5 s target."""
     return {
         "trials": len(times),
         "ttl_s": ttl,

@@ -1,5 +1,5 @@
-"""100 jobs submitted at once (SPEC §11): received → started p50 ≤ 150 ms, and the rate
-until all are final.
+"""100 jobs submitted at once (docs/contracts.md#performance-targets): received →
+started p50 ≤ 150 ms, and the rate until all are final.
 
 `submit_many_jobs` of N OP_TEST_DELAY(0) jobs with max_running_jobs 20 (zygote spawn).
 Per job: `received_ts` → `start_ts` (luxid gave it a process: "started"), and → `opexec`

@@ -1,4 +1,4 @@
-"""cancel_job of queued jobs, one client (SPEC §11: ≥ 2,000/s).
+"""cancel_job of queued jobs, one client (≥ 2,000/s, docs/contracts.md#performance-targets).
 
 A PAUSE rule keeps N jobs queued; one sync client then cancels them one by one, each call
 waiting for its own durable status change.  Printed with the same run's fsync cost of one

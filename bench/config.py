@@ -1,4 +1,4 @@
-"""wconfd's configuration at 10 and at 10,000 instances (SPEC §5, §11).
+"""wconfd's configuration at 10 and at 10,000 instances (docs/contracts.md#performance-targets).
 
 Two wconfds run side by side, one with a config of 10 instances and one with 10,000 (both
 over 100 nodes), built through the socket by a pipelined AsyncWConfdClient holding

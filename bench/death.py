@@ -1,4 +1,5 @@
-"""Dead holder -> waiter granted (SPEC §11): kill -9 a lock holder, time the waiter's grant.
+"""Dead holder -> waiter granted (docs/contracts.md#performance-targets): kill -9 a lock holder,
+time the waiter's grant.
 
 Each trial starts a holder process that takes node/nK exclusively, queues this process's
 update_locks_waiting behind it, kills the holder with SIGKILL and measures from the kill

@@ -1,4 +1,5 @@
-"""Drains (SPEC §12, issue 13): a node of 1,000 instances emptied with max_parallel 20.
+"""Drains (docs/contracts.md#node-drain, issue 13): a node of 1,000 instances emptied with
+max_parallel 20.
 
 - `complete_s`: from `drain_node` to the drain reported complete (every move finished),
   migrations of 0 s (target ≤ 15 s); `moves_per_s` follows from it.

@@ -1,4 +1,5 @@
-"""etcd groundwork figures (SPEC §13) on a real three-member etcd on loopback.
+"""etcd groundwork figures (docs/contracts.md#replicated-control-plane) on a real three-member etcd
+on loopback.
 
 - fenced commits one at a time: commits/s and latency (what one unbatched config write or
   lock change costs on etcd);

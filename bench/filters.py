@@ -1,4 +1,4 @@
-"""The filter figures (SPEC §11, issue 6).
+"""The filter figures (docs/contracts.md#performance-targets, issue 6).
 
 - pass: one scheduling pass of luxid's queue (luxid.queue.Queue: selection with the
   filter chain and the rate limits, then applying it) over 10,000 queued jobs with 1,000

@@ -1,4 +1,5 @@
-"""wconfd on etcd (SPEC §13): failover time and lock throughput, beside the local store.
+"""wconfd on etcd (docs/contracts.md#replicated-control-plane): failover time and lock throughput,
+beside the local store.
 
 - failover: two wconfd nodes on a real three-member etcd on loopback; kill -9 of the
   master's wconfd → the first call the standby answers as master (list_locks), over

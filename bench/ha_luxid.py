@@ -1,5 +1,5 @@
-"""luxid on etcd (SPEC §13): submit rate and end-to-end jobs/s beside the local store, and
-luxid's failover time.
+"""luxid on etcd (docs/contracts.md#replicated-control-plane): submit rate and end-to-end jobs/s
+beside the local store, and luxid's failover time.
 
 - submit_job/s (64 calls in flight, jobs kept queued by a PAUSE rule) and end-to-end
   jobs/s (N OP_TEST_DELAY(0) jobs, max_running_jobs 20) on the local SQLite store and on a

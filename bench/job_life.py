@@ -1,5 +1,6 @@
-"""The life of a job, step by step, and the end-to-end figures it adds up to (SPEC §11:
-end-to-end jobs/s and the 100-job burst's received → started).
+"""The life of a job, step by step, and the end-to-end figures it adds up to
+(docs/contracts.md#performance-targets: end-to-end jobs/s and the 100-job burst's received →
+started).
 
 Job processes mark each step they reach (jobproc.timeline: forked, loop, hello, locked,
 running, executed, released, finished, exit) and log the marks at DEBUG;
@@ -15,8 +16,8 @@ opcode started).  It reports:
 - `end_to_end`: `--jobs` jobs at once until all are final: jobs/s, and the CPU time one
   job costs in each process (the job's own, luxid, wconfd, the zygote) — on a loaded
   2-core machine the throughput is what the CPU per job allows;
-- `process_floor`: what a job process costs before it does anything (SPEC §6: one
-  process per job): a preloaded zygote (jobproc.zygote.preload) forks children that exit
+- `process_floor`: what a job process costs before it does anything (one process per
+  job, docs/contracts.md#jobs): a preloaded zygote (jobproc.zygote.preload) forks children that exit
   at once; the CPU of the fork (in the zygote) and of the child (its copy-on-write faults
   and its end), medians, and the jobs/s the machine's cores would allow if a job cost
   only that and the daemons' measured CPU per job (`ceiling_jobs_per_s`).

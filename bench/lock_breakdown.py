@@ -11,8 +11,8 @@ one run so the ratios hold on a loaded machine:
 - `journal_encode_us`: LockChange record -> msgpack -> frame;
 - `server_call_us`: one call through wconfd's whole dispatch in process (guard,
   params, core, journal write incl. flush, answer), no socket; also without the flush
-  (the CPU cost), and without the flush while the caller holds 500 other locks (SPEC
-  §4.4 rule 7: the same cost, since the journal records the change only);
+  (the CPU cost), and without the flush while the caller holds 500 other locks (lock
+  rule 7, docs/contracts.md#lock-rules: the same cost, since the journal records the change only);
 - `socket_call_us`: one call over the Unix socket to a running wconfd (the client's
   view); minus `server_call_us` it is transport and the stub's own encode/decode;
 - `ping_us`: a ping over the socket (transport + dispatch, no core, no disk).

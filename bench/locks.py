@@ -1,10 +1,10 @@
-"""Lock throughput (SPEC §11): durable acquire+release cycles/s.
+"""Lock throughput (docs/contracts.md#performance-targets): durable acquire+release cycles/s.
 
 1. One client, distinct locks: each cycle is try_update_locks(acquire) then
    try_update_locks(release), both journalled before the answer (target >= 3,000/s);
-   and the same while the client holds 500 other locks (SPEC §4.4 rule 7: the journal
-   cost grows with the change, so target >= 0.9 x without, measured alternately in the
-   same run).
+   and the same while the client holds 500 other locks (lock rule 7,
+   docs/contracts.md#lock-rules: the journal cost grows with the change, so target >= 0.9 x
+   without, measured alternately in the same run).
 2. Eight client processes contending on four locks with update_locks_waiting: aggregate
    cycles/s (target >= 3,000/s), no lost update (each lock guards a counter file the
    holder increments), fairness: max wait <= 20x the median wait; and how many journal
@@ -16,7 +16,7 @@
 
 The disk floor is measured in the same run, alternating with (1), on the state
 directory's disk: one RWF_DSYNC write of a lock record into preallocated space
-(`flush_us`).  SPEC §4.4 rule 7 makes every change durable before its answer, and a
+(`flush_us`).  Lock rule 7 makes every change durable before its answer, and a
 sync client's cycle is two answered calls, so no sync client can exceed
 1e6 / (2 * flush_us) cycles/s (`flush_floor_cycles_per_s`); `single_to_floor` says how
 close to that floor the measured rate is (the rest is CPU and transport).  Each call also
@@ -31,9 +31,9 @@ each answer and nothing else, on the same disk, in the same run):
 `durable_floor_contended_cycles_per_s` (the eight workers right after (2)), and how
 close wconfd comes to each (`single_to_durable_floor`, `contended_to_durable_floor`).
 Where the bare server itself stays below a target, no server keeping rule 7 meets it on
-this machine.  The one-client loop also runs against the bare server speaking SPEC §3's
-JSON-RPC 2.0 (`jsonrpc_floor_single_cycles_per_s`, `single_to_jsonrpc_floor`): rule 7
-and the Normative wire format, nothing else.
+this machine.  The one-client loop also runs against the bare server speaking the
+JSON-RPC 2.0 of docs/contracts.md#wire-protocol (`jsonrpc_floor_single_cycles_per_s`,
+`single_to_jsonrpc_floor`): rule 7 and the documented wire format, nothing else.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The scrape cost of `GET /metrics` (SPEC §14): lw-rapi asking both daemons' get_metrics
-and rendering the Prometheus text, with 10,000 queued jobs and 1,000 held locks.
+"""The scrape cost of `GET /metrics` (docs/contracts.md#observability): lw-rapi asking both daemons'
+get_metrics and rendering the Prometheus text, with 10,000 queued jobs and 1,000 held locks.
 
 A PAUSE rule keeps the submitted jobs queued; one wconfd client holds the 1,000 locks.
 The scrape is timed end to end over one keep-alive HTTP connection (target: p50 ≤ 20 ms);

@@ -1,5 +1,5 @@
-"""The job queue's figures (SPEC §11): submit rate, submit→running latency, end-to-end
-jobs/s (zygote and plain exec) and luxid's RSS with 100,000 archived jobs.
+"""The job queue's figures (docs/contracts.md#performance-targets): submit rate, submit→running
+latency, end-to-end jobs/s (zygote and plain exec) and luxid's RSS with 100,000 archived jobs.
 
 - submit rate: one sequential sync client (every call waits for its own durable commit,
   so it is bounded by the disk's fsync time, measured here too) — its first 500 submits

@@ -1,10 +1,11 @@
 """`make bench`: run the bench scripts one after another, print each one's JSON, then one
-table of SPEC §11's figures — `figure | measured | target | met?`.
+table of the figures of the performance targets (docs/contracts.md#performance-targets) —
+`figure | measured | target | met?`.
 
-The scripts that measure §11 rows (PLAN; `--all`: every script in bench/, the others
+The scripts that measure the table's rows (PLAN; `--all`: every script in bench/, the others
 too) run in their own processes, one at a time (they measure the machine), under a time
 limit; each one's JSON goes to `--out` (`.lw/bench/<script>.json`) and to stdout.  The table then takes
-each §11 row from the JSON of the script that measures it; a row whose script is missing
+each row from the JSON of the script that measures it; a row whose script is missing
 (bench/drain.py comes with the drains), failed or timed out says so instead of a figure.
 
 `--only locks,death` runs just those scripts; `--table-only` re-prints the table from the
@@ -50,7 +51,8 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True)
 class Row:
-    """One §11 row: where its figure comes from, how it is shown, whether it is met."""
+    """One row of the performance targets: where its figure comes from, how it is shown, whether it
+    is met."""
 
     figure: str
     script: str
@@ -70,7 +72,7 @@ def ping_ratio(j: Json) -> tuple[str, bool]:
 
 
 def lock_cycles(j: Json) -> tuple[str, bool]:
-    # Beside the figure, the floor that "durable before the answer" (SPEC §4.4 rule 7)
+    # Beside the figure, the floor that "durable before the answer" (lock rule 7)
     # leaves on this disk, measured in the same run: two RWF_DSYNC flushes per cycle;
     # and with each call's round trip (a ping's) added, what a sync client could reach.
     rate = j["single_client_cycles_per_s"]
@@ -112,7 +114,7 @@ def contended(j: Json) -> tuple[str, bool]:
 
 def _durable_floor(j: Json, case: str, target: int) -> str:
     """The same clients against bench/_durable_floor.py's bare durable lock server, same
-    run: what any server keeping SPEC §4.4 rule 7 can at most reach here."""
+    run: what any server keeping lock rule 7 (durable before the answer) can at most reach here."""
     if f"durable_floor_{case}_cycles_per_s" not in j:
         return ""
     floor = j[f"durable_floor_{case}_cycles_per_s"]
@@ -244,14 +246,15 @@ ROWS = [
     Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
         "≤ 15 s, never > 20 at once"),
     Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
-    Row("§13 failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
-    Row("§13 lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
-    Row("§13 submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
+    Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
+    Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
+    Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
 ]  # fmt: skip
 
 
 def scripts(every: bool) -> list[str]:
-    """The §11 scripts present, in PLAN's order; with `every`, then all others by name."""
+    """The scripts of the table's rows present, in PLAN's order; with `every`, then all others by
+    name."""
     present = sorted(p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_"))
     present.remove("report")
     others = [s for s in present if s not in PLAN] if every else []
@@ -306,7 +309,7 @@ def run(script: str, out: Path) -> Json:
 
 
 def table(results: dict[str, Json]) -> list[list[str]]:
-    """The §11 rows as [figure, measured, target, met?]."""
+    """The performance targets' rows as [figure, measured, target, met?]."""
     rows = []
     for row in ROWS:
         result = results.get(row.script)
@@ -336,7 +339,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path(".lw/bench"), help="JSON directory")
     parser.add_argument("--only", default="", help="comma-separated scripts to run")
-    parser.add_argument("--all", action="store_true", help="also the scripts of no §11 row")
+    parser.add_argument("--all", action="store_true", help="also the scripts of no table row")
     parser.add_argument("--table-only", action="store_true", help="run nothing; re-print")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

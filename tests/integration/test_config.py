@@ -1,7 +1,8 @@
-"""wconfd's configuration (SPEC §5) through the real socket: objects, errors, locks, waits.
+"""wconfd's configuration (docs/contracts.md#configuration) through the real socket: objects,
+errors, locks, waits.
 
-Every test talks to a real `lw-wconfd` (the `wconfd` fixture) through `WConfdClient`;
-error checks look at the raised class *and* at `data.type`, the wire contract (§3).
+Every test talks to a real `lw-wconfd` (the `wconfd` fixture) through `WConfdClient`; error checks
+look at the raised class *and* at `data.type`, the wire contract (docs/contracts.md#errors).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from client import AsyncWConfdClient, WConfdClient, errors
 
 pytestmark = [
     pytest.mark.timeout(60),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # local files and etcd
 ]
 
 ALL_LOCKSETS = [
@@ -204,7 +205,7 @@ def test_validation_error_classes(wconfd):
         assert err.data["field"] == field, err.message
         assert field in err.message
 
-    # FilterError: a filter rule gets the add-time checks of replace_filter (SPEC §10).
+    # FilterError: a rule gets replace_filter's add-time checks, whichever path writes it.
     err = raises(errors.FilterError, wc.add_object, "filter", {"action": "BOGUS"})
     assert "action" in err.message
 

@@ -1,4 +1,4 @@
-"""One client's bad write never fails another's (SPEC §3; issue 10 defect 4, wconfd side).
+"""One client's bad write never fails another's (issue 10 defect 4, wconfd side).
 
 Numbers no part of the system can hold (ints outside signed 64 bits, also nested in an
 `object` payload) are refused with InvalidParams naming the field, before the write

@@ -1,4 +1,5 @@
-"""The configuration survives crashes and refuses damage (SPEC §5, §10), on a real wconfd.
+"""The configuration survives crashes and refuses damage (docs/contracts.md#serials-and-durability),
+on a real wconfd.
 
 - kill -9 at random moments under a stream of concurrent writes from another process:
   after a restart every acknowledged write is there, and nothing that was never sent.

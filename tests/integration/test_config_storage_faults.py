@@ -1,4 +1,5 @@
-"""StorageError on injected ENOSPC / EIO (SPEC §5, §10): the call fails, nothing changes.
+"""StorageError on injected ENOSPC / EIO (docs/contracts.md#serials-and-durability): the call fails,
+nothing changes.
 
 The real daemon cannot be told to fail a write (and should not be), so this runs wconfd's
 own service and RPC server *in this process*, in a thread with its own event loop, on a
@@ -242,7 +243,7 @@ def test_a_failed_group_of_pipelined_writes_changes_nothing(daemon_factory, flak
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
 def test_a_lock_change_that_cannot_be_journalled_is_undone(daemon_factory, flaky, code):
-    """SPEC §10: a failed write changes nothing — for locks too, and waiters are told."""
+    """A failed write changes nothing — for locks too, and waiters are told."""
     real = daemon_factory("wconfd")
     inproc = InProcessWConfd(real.state_dir, real.socket).start()
     try:

@@ -1,4 +1,5 @@
-"""Start, refuse, replace, stop: the daemon life cycle of SPEC §3 (paths, sockets, signals)."""
+"""Start, refuse, replace, stop: the daemon life cycle (paths, sockets, signals:
+docs/contracts.md#sockets-and-paths)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `lw` drain commands (SPEC §12.4) as a subprocess against the real daemons.
+"""The `lw` drain commands (docs/contracts.md#drains-for-operators) as a subprocess against the real
+daemons.
 
 `lw queue drain` alone is the drain flag, and `--message`/`--wait` without `--soft` or
 `--deadline` are usage errors that change nothing; `lw node drain --detach` returns while

@@ -1,4 +1,5 @@
-"""The lock plan of a drain's moves through the real daemons (SPEC §7.1, issue 13).
+"""The lock plan of a drain's moves through the real daemons
+(docs/contracts.md#room-on-nodes, issue 13).
 
 OP_INSTANCE_MIGRATE and OP_INSTANCE_FAILOVER hold their source node only shared, so the
 moves of a drain off one node run side by side; the room on the target is checked and

@@ -1,4 +1,5 @@
-"""Node drains (SPEC §12.1) through the real daemons: wconfd + luxid + job processes.
+"""Node drains (docs/contracts.md#node-drain) through the real daemons: wconfd + luxid + job
+processes.
 
 Each test builds a small cluster with OP_NODE_ADD / OP_INSTANCE_CREATE jobs, drains a node
 with `drain_node` and follows it with `wait_for_drain_change` (event-driven, no polling),

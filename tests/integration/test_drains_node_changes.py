@@ -1,7 +1,6 @@
-"""A node drain changed while it runs (SPEC §12.1), through the real daemons: updated
-(`drain_node` again), canceled while moves are queued and running, an instance placed on
-the node while the drain's first job waited, and a blocked drain resumed by a node being
-undrained.
+"""A node drain changed while it runs (docs/contracts.md#node-drain), through the real daemons:
+updated (`drain_node` again), canceled while moves are queued and running, an instance placed on the
+node while the drain's first job waited, and a blocked drain resumed by a node being undrained.
 
 Moves are kept queued with `cluster.max_running_jobs` 1, and waiting by a lock a test
 client holds.  A drain's moves carry no `duration` (luxid submits them), so the cancel test

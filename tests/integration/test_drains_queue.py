@@ -1,4 +1,5 @@
-"""The queue drain (SPEC §12.2) and the `lw` drain commands through the real daemons.
+"""The queue drain (docs/contracts.md#queue-drain) and the `lw` drain commands through the real
+daemons.
 
 Queue drains: soft (new jobs held by a visible PAUSE rule), hard (refused by a REJECT
 rule), completion when the jobs accepted before the rule finish, the deadline canceling
@@ -181,7 +182,7 @@ def test_draining_the_queue_again_keeps_the_jobs_it_accepted_and_held(stack: Sta
     """A change of message and deadline, then of mode, on an active queue drain: its
     start and watermark stay, the job accepted before it is still the one it waits for,
     and the job it holds stays held (the rule's watermark moves when the rule is put
-    again, §6.3, so the rule carries the drain's own), then is refused once it is hard."""
+    again, so the rule carries the drain's own), then is refused once it is hard."""
     with WConfdClient(stack.wconfd.socket, name="test-holder") as holder:
         holder.update_locks_waiting([["node/gate", "exclusive"]], timeout=30)
         accepted = stack.submit(delay(0, on_nodes=["gate"]))  # waits for node/gate

@@ -1,4 +1,4 @@
-"""The edge of both daemons (SPEC §3 "Numbers", §10): what a client sends is checked before a
+"""The edge of both daemons (docs/contracts.md#numbers): what a client sends is checked before a
 method runs.
 
 Every integer must fit in signed 64 bits and every float be finite, else InvalidParams naming

@@ -1,5 +1,6 @@
-"""EtcdClient and FencedWriter against a real three-member etcd (SPEC §13): every v3 call the
-daemons use, the compare semantics of transactions, leases, watch, and fenced batches.
+"""EtcdClient and FencedWriter against a real three-member etcd: every v3 call the daemons use
+(docs/contracts.md#replicated-control-plane), the compare semantics of transactions, leases, watch,
+and fenced batches.
 
 One cluster serves the whole module; each test works under its own key prefix.
 """

@@ -1,7 +1,7 @@
-"""Leader election on a real three-member etcd (SPEC §13): exactly one master; resign and
-stop hand over; a master killed (-9) or frozen (SIGSTOP) longer than its TTL is replaced
-within TTL + margin, and the frozen one, once thawed, has stepped down and writes nothing;
-a master cut off from etcd steps down by its own clock before anyone else can win.
+"""Leader election on a real three-member etcd (docs/contracts.md#replicated-control-plane): exactly
+one master; resign and stop hand over; a master killed (-9) or frozen (SIGSTOP) longer than its TTL
+is replaced within TTL + margin, and the frozen one, once thawed, has stepped down and writes
+nothing; a master cut off from etcd steps down by its own clock before anyone else can win.
 
 Candidates run in-process (several clients, one event loop) or as their own processes
 (`etcd_testlib.Candidate`) where the test kills or freezes them.

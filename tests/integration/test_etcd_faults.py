@@ -1,6 +1,7 @@
-"""etcd member failures (SPEC §13): with one of three members killed the service goes on;
-with two killed every call fails within its time budget as a StorageError, nothing is
-half-written and the master steps down; with the members back the service resumes.
+"""etcd member failures (docs/contracts.md#replicated-control-plane): with one of three members
+killed the service goes on; with two killed every call fails within its time budget as a
+StorageError, nothing is half-written and the master steps down; with the members back the service
+resumes.
 
 Each test gets its own cluster, since it kills members.
 """

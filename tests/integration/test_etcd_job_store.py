@@ -1,6 +1,7 @@
-"""luxid's job store on a real three-member etcd (SPEC §13, luxid.storage.etcd): the seam's
-promises (round trip through a reopen, ids never reused, all or nothing, archive), the
-opcode-running gate across masters, fencing of a deposed master, and the submit rate.
+"""luxid's job store on a real three-member etcd (luxid.storage.etcd;
+docs/contracts.md#replicated-control-plane): the seam's promises (round trip through a reopen, ids
+never reused, all or nothing, archive), the opcode-running gate across masters, fencing of a deposed
+master, and the submit rate.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def test_a_deposed_master_writes_nothing(url: EtcdStoreUrl) -> None:
 
 
 def test_group_commit_submits_at_least_300_jobs_per_second(url: EtcdStoreUrl) -> None:
-    """SPEC §13's target, through luxid's own writer: concurrent submits share commits."""
+    """The submit rate target on etcd (docs/contracts.md#performance-targets), through luxid's own
+    writer: concurrent submits share commits."""
     store = opened(url)
 
     async def run(count: int, concurrency: int) -> float:

@@ -1,6 +1,6 @@
-"""Job filters (SPEC §6.3, seed 001) through luxid and wconfd: the filter methods, the
-seed's examples as written, pausing running jobs, rule changes while jobs wait (from
-luxid or straight in wconfd), and rules surviving restarts of both daemons."""
+"""Job filters (docs/contracts.md#filters, seed 001) through luxid and wconfd: the filter methods,
+the seed's examples as written, pausing running jobs, rule changes while jobs wait (from luxid or
+straight in wconfd), and rules surviving restarts of both daemons."""
 
 from __future__ import annotations
 
@@ -100,7 +100,8 @@ def test_bad_rules_are_refused_with_filter_error(stack, kw, part):
 
 @pytest.mark.parametrize(("kw", "part"), BAD_RULES)
 def test_rules_written_into_wconfd_get_the_same_checks(stack, kw, part):
-    """SPEC §10: a rule is checked the same way whichever path writes it."""
+    """A rule is checked the same way whichever path writes it
+    (docs/contracts.md#reliability-and-security)."""
     rule = {"priority": 0, "predicates": [], "action": "ACCEPT", "reason_trail": []}
     err = raises(errors.FilterError, stack.wc.add_object, kind="filter", object={**rule, **kw})
     assert part in err.message

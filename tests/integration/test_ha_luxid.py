@@ -1,8 +1,8 @@
-"""luxid on a real three-member etcd with two nodes (SPEC §13): the standby answers
-NotMaster naming the master; kill -9 of the master (its luxid, its election, its job
-processes) → the standby serves within 5 s with every acknowledged job, running jobs end
-`error` "master failover", jobs queued behind them carry on, no opcode runs twice; a
-master that loses its role without dying stops its job processes and turns standby.
+"""luxid on a real three-member etcd with two nodes (docs/contracts.md#replicated-control-plane):
+the standby answers NotMaster naming the master; kill -9 of the master (its luxid, its election, its
+job processes) → the standby serves within 5 s with every acknowledged job, running jobs end `error`
+"master failover", jobs queued behind them carry on, no opcode runs twice; a master that loses its
+role without dying stops its job processes and turns standby.
 
 wconfd's election is played by `etcd_testlib.Candidate` processes (one per node), so the
 test can kill or freeze "the master's wconfd"; each node runs its own wconfd on local

@@ -1,6 +1,6 @@
-"""luxid when etcd members fail (SPEC §13): one member killed, the service goes on; two
-killed, calls fail cleanly (StorageError, or NotMaster once the node cannot confirm its
-role) and luxid lives on; the members back, luxid serves again as the same master with
+"""luxid when etcd members fail (docs/contracts.md#replicated-control-plane): one member killed, the
+service goes on; two killed, calls fail cleanly (StorageError, or NotMaster once the node cannot
+confirm its role) and luxid lives on; the members back, luxid serves again as the same master with
 every acknowledged job.
 
 Its own cluster: killing members must not disturb the other tests' cluster.

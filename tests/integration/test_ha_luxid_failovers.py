@@ -1,7 +1,7 @@
-"""20 forced failovers of luxid under load (SPEC §13): two nodes take turns as master while
-a client keeps submitting jobs to whichever serves; each failover kills the master's host
-(election, luxid, job processes). Afterwards every acknowledged job is there, every job
-ends success or "master failover", and no opcode ever started twice (an opcode seen
+"""20 forced failovers of luxid under load (docs/contracts.md#replicated-control-plane): two nodes
+take turns as master while a client keeps submitting jobs to whichever serves; each failover kills
+the master's host (election, luxid, job processes). Afterwards every acknowledged job is there,
+every job ends success or "master failover", and no opcode ever started twice (an opcode seen
 executing keeps its start time forever: a second run would give it a new one).
 """
 

@@ -1,6 +1,6 @@
-"""`lw up --ha N` (SPEC §13): a local three-member etcd and N nodes come up, one node's
-wconfd wins the election and its luxid serves while the other's names it, and SIGTERM
-stops everything, etcd included."""
+"""`lw up --ha N` (docs/contracts.md#replicated-control-plane): a local three-member etcd and N
+nodes come up, one node's wconfd wins the election and its luxid serves while the other's names it,
+and SIGTERM stops everything, etcd included."""
 
 from __future__ import annotations
 

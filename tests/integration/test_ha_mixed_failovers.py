@@ -1,5 +1,6 @@
-"""20 forced failovers under a mixed load (SPEC §13, issue 15): three control-plane nodes,
-each a wconfd and a luxid on one real three-member etcd (as `lw up --ha 3` runs them).
+"""20 forced failovers under a mixed load (docs/contracts.md#replicated-control-plane, issue 15):
+three control-plane nodes, each a wconfd and a luxid on one real three-member etcd (as
+`lw up --ha 3` runs them).
 
 Through the whole test:
 - config writers add filters (each tagged with its own number) to whichever wconfd
@@ -7,7 +8,7 @@ Through the whole test:
 - lock takers, one process per node on that node's wconfd, take and release locks and
   check after each grant that the master holds exactly what they were granted; after a
   failover the first answer a taker gets shows none of its old locks (they were granted
-  by the dead master: SPEC §13 releases them);
+  by the dead master: a failover releases them);
 - job submitters send jobs to whichever luxid serves: OP_NODE_ADD (locks and a config
   write) then OP_TEST_DELAY (a lock, and a log line that a second run would repeat).
 

@@ -1,6 +1,6 @@
-"""The systemd side of SPEC §13: wconfd and luxid read LW_STORE and LW_NODE from
-/etc/lockwarden/lockwarden.env, and the shipped etcd drop-in opens TCP for them and nothing
-else; the daemons take both settings from the environment."""
+"""The systemd side of the replicated control plane (docs/contracts.md#replicated-control-plane):
+wconfd and luxid read LW_STORE and LW_NODE from /etc/lockwarden/lockwarden.env, and the shipped etcd
+drop-in opens TCP for them and nothing else; the daemons take both settings from the environment."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""wconfd on a real three-member etcd with two nodes (SPEC §13): roles, NotMaster naming
-the master, failover after kill -9 within 5 s losing nothing acknowledged, fencing of a
-master that hung past its lease, and etcd members failing under it."""
+"""wconfd on a real three-member etcd with two nodes (docs/contracts.md#replicated-control-plane):
+roles, NotMaster naming the master, failover after kill -9 within 5 s losing nothing acknowledged,
+fencing of a master that hung past its lease, and etcd members failing under it."""
 
 from __future__ import annotations
 
@@ -100,9 +100,9 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
 
 
 def test_kill9_and_immediate_restart_of_the_master_resumes_its_term(two_nodes):
-    """SPEC §10 on etcd: a wconfd killed and restarted within its lease serves the same
-    term (nothing following the leader key, such as its luxid, sees a failover), and a
-    live client's locks are still held; the standby never takes over."""
+    """Restarts on etcd (docs/contracts.md#reliability-and-security): a wconfd killed and restarted
+    within its lease serves the same term (nothing following the leader key, such as its luxid, sees
+    a failover), and a live client's locks are still held; the standby never takes over."""
     node1, node2 = two_nodes
     wait_master(two_nodes)
     term = node1.role()["term"]

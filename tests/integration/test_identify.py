@@ -1,4 +1,5 @@
-"""Client identification (SPEC §3.1): SO_PEERCRED and start-time checks through the socket."""
+"""Client identification (docs/contracts.md#client-identification): SO_PEERCRED and start-time
+checks through the socket."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Every built-in opcode (SPEC §7) run by a real job process: its effect on the wconfd
-configuration, and that it waits for the locks it needs (held here by a test client)."""
+"""Every built-in opcode (docs/contracts.md#job-processes-and-opcodes) run by a real job process:
+its effect on the wconfd configuration, and that it waits for the locks it needs (held here by a
+test client)."""
 
 from __future__ import annotations
 

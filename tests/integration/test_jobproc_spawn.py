@@ -1,5 +1,5 @@
-"""How job processes start (SPEC §6.4, §11): the warm zygote, its exec fallback, plain
-exec, and cancels that race with a process's start."""
+"""How job processes start (docs/contracts.md#scheduling-and-job-processes): the warm zygote, its
+exec fallback, plain exec, and cancels that race with a process's start."""
 
 from __future__ import annotations
 

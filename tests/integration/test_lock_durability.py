@@ -1,4 +1,6 @@
-"""Lock state survives kill -9 of wconfd (SPEC §4.4 rule 7); stubs re-issue waits (§3.2)."""
+"""Lock state survives kill -9 of wconfd, as it is durable before the answer
+(docs/contracts.md#lock-rules, rule 7); stubs re-issue waits
+(docs/contracts.md#python-client-stubs)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from client import WConfdClient
 
 pytestmark = [
     pytest.mark.timeout(90),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # local files and etcd
 ]
 
 HOLDER = textwrap.dedent(

@@ -1,5 +1,5 @@
-"""The lock journal records the change, not the holdings (SPEC §4.4 rule 7), and the
-change records rebuild the table after kill -9."""
+"""The lock journal records the change, not the holdings (docs/contracts.md#lock-rules, rule 7), and
+the change records rebuild the table after kill -9."""
 
 from __future__ import annotations
 

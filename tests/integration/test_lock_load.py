@@ -1,8 +1,8 @@
 """Load: 16 client processes do random lock operations against one wconfd (issue 3).
 
-Each worker checks, after every grant, that the daemon's whole lock table has no two
-owners holding conflicting locks (SPEC §4.2); every waiting call must come back granted
-or timed out within its timeout plus slack (no lost wake-ups); wconfd's RSS stays flat.
+Each worker checks, after every grant, that the daemon's whole lock table has no two owners holding
+conflicting locks (docs/contracts.md#lock-conflicts); every waiting call must come back granted or
+timed out within its timeout plus slack (no lost wake-ups); wconfd's RSS stays flat.
 """
 
 from __future__ import annotations

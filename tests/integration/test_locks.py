@@ -1,4 +1,5 @@
-"""wconfd's locks (SPEC §4) through the real socket, with several real client processes."""
+"""wconfd's locks (docs/contracts.md#locks) through the real socket, with several real client
+processes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from client import AsyncWConfdClient, WConfdClient, errors
 
 pytestmark = [
     pytest.mark.timeout(90),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # local files and etcd
 ]
 
 HOLDER = textwrap.dedent(

@@ -1,4 +1,5 @@
-"""Crashes (SPEC §6.4, §10): kill -9 of job processes and of luxid itself.
+"""Crashes (docs/contracts.md#scheduling-and-job-processes): kill -9 of job processes and of luxid
+itself.
 
 A dead job process fails its job ("job process died") and leaves no lock and no slot
 behind; luxid killed at any moment loses no acknowledged job, reattaches to the job

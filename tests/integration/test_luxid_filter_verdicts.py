@@ -1,4 +1,5 @@
-"""What `query_filters` shows is what the very next `submit_job` is judged by (SPEC §10).
+"""What `query_filters` shows is what the very next `submit_job` is judged by
+(docs/contracts.md#reliability-and-security).
 
 200 rounds per path: add a REJECT rule, wait until query_filters lists it, submit (must be
 rejected by that rule); remove it, wait until query_filters no longer lists it, submit

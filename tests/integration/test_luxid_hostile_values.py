@@ -1,4 +1,4 @@
-"""Hostile numbers and shapes sent to luxid (SPEC §3, §10): typed errors naming the
+"""Hostile numbers and shapes sent to luxid (docs/contracts.md#numbers): typed errors naming the
 parameter, never InternalError, never a logged traceback, and one client's bad call
 never fails another client's write.
 
@@ -114,7 +114,7 @@ def test_named_bad_opcode_params_are_invalid_opcode(stack, op, param):
     ],
 )
 def test_numbers_beyond_64_bits_are_invalid_params_for_the_whole_call(stack, op, param):
-    """SPEC §3 Numbers: refused at the edge, naming the parameter, before luxid judges."""
+    """Numbers out of range are refused at the edge, naming the parameter, before luxid judges."""
     with pytest.raises(errors.InvalidParams) as info:
         stack.lc.submit_job(ops=[op])
     assert param in info.value.message

@@ -1,4 +1,5 @@
-"""luxid's job methods (SPEC §6.2) and every status path, through the real daemons.
+"""luxid's job methods (docs/contracts.md#job-methods) and every status path, through the real
+daemons.
 
 Each test runs wconfd and luxid on fresh directories; jobs run in real job processes
 (the zygote's children) that take real locks in wconfd.

@@ -1,4 +1,5 @@
-"""Stopping wconfd and luxid together always ends (SPEC §10; systemctl stop of the target).
+"""Stopping wconfd and luxid together always ends (systemctl stop of the target;
+docs/contracts.md#reliability-and-security).
 
 50 trials on one pair of directories: both daemons start, something happens (nothing, a
 job running, a client submitting, wconfd stopped first), then both get SIGTERM in random

@@ -1,6 +1,6 @@
-"""SPEC §14 against real daemons: `GET /metrics` parsed with prometheus_client's own parser
-(names, help, types, label sets; the RPC counters after a scripted workload), its
-authentication, and the `/ui/` dashboard in headless Chromium (live data, then a job
+"""The metrics (docs/contracts.md#observability) against real daemons: `GET /metrics` parsed with
+prometheus_client's own parser (names, help, types, label sets; the RPC counters after a scripted
+workload), its authentication, and the `/ui/` dashboard in headless Chromium (live data, then a job
 submitted afterwards appearing without a reload; screenshots at 1280x800 and phone size).
 """
 
@@ -271,7 +271,7 @@ def test_the_event_stream_pushes_jobs_and_locks_as_they_change(
             wc.free_locks()
 
 
-# -- the §14 workload: what the daemons did, as counters, gauges and histograms -----------
+# -- the workload: what the daemons did, as counters, gauges and histograms ---------------
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -1,7 +1,7 @@
-"""Stub results are plain JSON (SPEC §3.2): every declared method of both daemons, called
-through the sync and the asyncio stubs against real daemons, returns values in which every
-JSON array is a `list` at every depth, and `msgspec.to_builtins` of the result is exactly the
-JSON the daemon sent.
+"""Stub results are plain JSON (docs/contracts.md#python-client-stubs): every declared method of
+both daemons, called through the sync and the asyncio stubs against real daemons, returns values in
+which every JSON array is a `list` at every depth, and `msgspec.to_builtins` of the result is
+exactly the JSON the daemon sent.
 
 The scenario makes each result non-trivial (locks held and waited for, reservations, a
 job with log entries, a filter) so nested arrays are really there to be checked.  The one

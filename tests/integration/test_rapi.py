@@ -1,7 +1,7 @@
-"""lw-rapi (SPEC §8.2) with a real HTTP client against real daemons: every resource and
-its Ganeti shape, authentication (401/403/anonymous reads, users file reread), malformed
-requests (400 with Ganeti's error body, never a traceback), HTTPS, the OpenAPI document,
-a schema-driven fuzz run (schemathesis), and Ganeti's own RAPI client where installed.
+"""lw-rapi (docs/contracts.md#rapi-paths) with a real HTTP client against real daemons: every
+resource and its Ganeti shape, authentication (401/403/anonymous reads, users file reread),
+malformed requests (400 with Ganeti's error body, never a traceback), HTTPS, the OpenAPI document, a
+schema-driven fuzz run (schemathesis), and Ganeti's own RAPI client where installed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""lw-rapi's drain and node-role resources (SPEC §12.4) against the real daemons:
+"""lw-rapi's drain and node-role resources (docs/rapi-drains.md) against the real daemons:
 `/2/nodes/<name>/drain` (GET, PUT, DELETE) and `/2/drains`, Ganeti's `/2/nodes/<name>/role`
 and `/2/nodes/<name>/evacuate` (plain HTTP and Ganeti's own RAPI client over HTTPS), the
 features list, the OpenAPI document, and their errors: 400 for bad bodies, 403 without the
@@ -252,7 +252,7 @@ def test_drain_requests_are_checked_at_the_edge(rapi: Rapi, stack: Stack) -> Non
 
 
 class OldLuxid:
-    """A luxid from before SPEC §12 on the stack's socket: it answers `ping` and `version`
+    """A luxid from before the drains on the stack's socket: it answers `ping` and `version`
     and, like any JSON-RPC server, MethodNotFound to the methods it does not have."""
 
     METHODS = {"ping": "pong", "version": {"version": "0.9", "protocol": 1}}

@@ -1,4 +1,5 @@
-"""Temporary reservations (SPEC §5.1) across real client processes and wconfd restarts."""
+"""Temporary reservations (docs/contracts.md#temporary-reservations) across real client processes
+and wconfd restarts."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from client import WConfdClient, errors
 
 pytestmark = [
     pytest.mark.timeout(60),
-    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # SPEC §13: both stores
+    pytest.mark.parametrize("wconfd", ["local", "etcd"], indirect=True),  # local files and etcd
 ]
 
 # Another process: reserves what it is told, generates MACs, reports, then waits.
@@ -178,7 +179,7 @@ def test_reservations_released_when_the_owner_is_killed(wconfd, holders):
         me.reserve("ip", "10.0.0.7")
     other.kill()  # SIGKILL: the process cannot release anything itself
     took = wait_until(lambda: me.list_reservations() == [])
-    assert took < 0.5, took  # pidfd death detection (SPEC §3.3: within 100 ms)
+    assert took < 0.5, took  # pidfd death detection: within 100 ms
     assert other.client_id not in {c.client_id for c in me.list_clients()}
     me.reserve("ip", "10.0.0.7")
     for mac in other.macs:

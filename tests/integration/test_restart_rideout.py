@@ -1,6 +1,6 @@
-"""Jobs ride out daemon restarts (SPEC §10): kill -9 and an immediate restart of wconfd or
-luxid, ten times in about seven seconds while 70 jobs take locks and run, and every job
-still ends `success`, with no lock or waiting request left behind.
+"""Jobs ride out daemon restarts (docs/contracts.md#reliability-and-security): kill -9 and an
+immediate restart of wconfd or luxid, ten times in about seven seconds while 70 jobs take locks and
+run, and every job still ends `success`, with no lock or waiting request left behind.
 
 The job processes' stubs reconnect, re-identify, re-issue what was in flight where the API
 declares it safe (lock calls, frees, reads, job reports) and wait out the restart.

@@ -1,7 +1,7 @@
-"""Room on nodes through the real daemons (SPEC §7.1, §8.2): placement by free memory and
-its OpPrereqError, moves that change nothing when the target is full, startup/shutdown/
-failover, `lw node` capacity, the RAPI's htools fields — and Ganeti's own `hbal` and
-`hspace` (Debian's ganeti-htools-3.0) planning a Lockwarden cluster over HTTPS.
+"""Room on nodes through the real daemons (docs/contracts.md#room-on-nodes): placement by free
+memory and its OpPrereqError, moves that change nothing when the target is full, startup/shutdown/
+failover, `lw node` capacity, the RAPI's htools fields — and Ganeti's own `hbal` and `hspace`
+(Debian's ganeti-htools-3.0) planning a Lockwarden cluster over HTTPS.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_moves_to_a_full_node_fail_and_change_nothing(stack: Stack) -> None:
 
 
 def test_get_node_rooms_sums_each_nodes_running_primaries(stack: Stack) -> None:
-    """wconfd's get_node_rooms (what opcodes check room with) agrees with the §7.1 rule
+    """wconfd's get_node_rooms (what opcodes check room with) agrees with the placement rule
     applied to every instance, as nodes fill, instances stop, move and go."""
 
     def agrees() -> list[dict[str, Any]]:

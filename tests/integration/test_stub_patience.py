@@ -1,6 +1,6 @@
-"""How a stub rides out a daemon that goes away (SPEC §3.2, §10): it waits `patience` for a
-daemon it has reached, re-sends only what the declaration marks safe, and gives up with a
-ConnectionError naming the daemon and how long it waited."""
+"""How a stub rides out a daemon that goes away (docs/contracts.md#python-client-stubs): it waits
+`patience` for a daemon it has reached, re-sends only what the declaration marks safe, and gives up
+with a ConnectionError naming the daemon and how long it waited."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The systemd units in systemd/ (SPEC §8.3): required directives, and systemd's own checks.
+"""The systemd units in systemd/ (docs/contracts.md#systemd-units): required directives, and
+systemd's own checks.
 
 The directive checks run everywhere. `systemd-analyze verify` (syntax, known keys and values,
 dependencies that resolve, executables that exist), `systemd-analyze security --offline`
@@ -248,7 +249,7 @@ def test_luxid_requires_wconfd_and_spares_job_processes(units: dict[str, Unit]) 
     luxid = units["lockwarden-luxid.service"]
     assert "lockwarden-wconfd.service" in luxid.words("Unit", "Requires")
     assert "lockwarden-wconfd.service" in luxid.words("Unit", "After")
-    # Job processes must survive a luxid stop/restart/crash (SPEC §6.4).
+    # Job processes must survive a luxid stop/restart/crash (KillMode=process).
     assert luxid.get("Service", "KillMode") == "process"
 
 

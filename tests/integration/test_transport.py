@@ -1,4 +1,5 @@
-"""The wire protocol of SPEC §3 through a real daemon's socket: framing, errors, batches."""
+"""The wire protocol (docs/contracts.md#wire-protocol) through a real daemon's socket: framing,
+errors, batches."""
 
 from __future__ import annotations
 

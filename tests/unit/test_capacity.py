@@ -1,4 +1,5 @@
-"""Room on nodes (client.capacity, SPEC §7.1): properties of the one pure placement rule."""
+"""Room on nodes (client.capacity, docs/contracts.md#room-on-nodes): properties of the one pure
+placement rule."""
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def test_messages_say_what_is_short_and_where_the_most_room_is() -> None:
 
 
 def test_documents_without_capacity_fields_load_with_the_defaults() -> None:
-    """A configuration written before §7.1 (no mtotal/ctotal/ipolicy) loads unchanged."""
+    """A configuration written before room on nodes (no mtotal/ctotal/ipolicy) loads unchanged."""
     from wconfd.config.objects import ConfigDocument
 
     old = {

@@ -1,4 +1,5 @@
-"""Durations of the CLI (SPEC §12.4): parsing, canonical formatting, and their round trip."""
+"""Durations of the CLI (docs/contracts.md#drains-for-operators): parsing, canonical formatting, and
+their round trip."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A master that lost its role stops its job processes (SPEC §13): SIGTERM, and SIGKILL
-for those still alive after the grace time; processes already gone (or whose pid was
-reused) are left alone."""
+"""A master that lost its role stops its job processes (docs/contracts.md#replicated-control-plane):
+SIGTERM, and SIGKILL for those still alive after the grace time; processes already gone (or whose
+pid was reused) are left alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The checks lw-rapi makes at the edge of its drain and evacuate resources (SPEC §12.4),
+"""The checks lw-rapi makes at the edge of its drain and evacuate resources (docs/rapi-drains.md),
 as properties: whatever JSON a client sends is either turned into arguments that luxid
 accepts or refused with a 400 that names the parameter — never another error.
 """

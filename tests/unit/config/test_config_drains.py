@@ -1,4 +1,5 @@
-"""The `drain` kind (SPEC §5, §12): keyed by its target, no lock, luxid's state kept."""
+"""The `drain` kind (docs/contracts.md#configuration-document): keyed by its target, no lock,
+luxid's state kept."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Helpers for the drain core tests: a reference placement (SPEC §7.1, written here from the
-spec, since the real one belongs to luxid's placement module) and `World`, a simulated
-cluster and job queue that applies the core's effects the way luxid and jobproc would.
+"""Helpers for the drain core tests: a reference placement (docs/contracts.md#room-on-nodes, written
+here from the contract, since the real one belongs to luxid's placement module) and `World`, a
+simulated cluster and job queue that applies the core's effects the way luxid and jobproc would.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ FINAL = ("success", "error", "canceled")
 
 
 def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
-    """§7.1: among online, non-drained, vm_capable nodes not excluded that have room, the
+    """Among online, non-drained, vm_capable nodes not excluded that have room, the
     one with the most free memory, then the name; NoRoom saying what is short."""
     inst = view.instances[instance]
     mem: dict[str, int] = {}

@@ -1,6 +1,6 @@
-"""The drain commands of `lw` (SPEC §12.4) and their live follow renderer, against a
-scripted luxid: a pseudo-terminal gets timestamped events and a progress bar, a pipe gets
-plain lines, Ctrl-C stops following only, and the options reach the §12.3 methods."""
+"""The drain commands of `lw` (docs/contracts.md#drains-for-operators) and their live follow
+renderer, against a scripted luxid: a pseudo-terminal gets timestamped events and a progress bar, a
+pipe gets plain lines, Ctrl-C stops following only, and the options reach the drain methods."""
 
 from __future__ import annotations
 

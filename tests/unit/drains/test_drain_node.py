@@ -1,4 +1,5 @@
-"""The node drain core (SPEC §12.1) on worked examples, through the simulated World."""
+"""The node drain core (docs/contracts.md#node-drain) on worked examples, through the simulated
+World."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from client import errors
 from luxid.drains import ChangePriority, Submit, drain_status, node
 from luxid.drains.effects import CancelJob
 
-# DrainStatus as SPEC §12.3 lists it
-SPEC_FIELDS = [
+# DrainStatus as docs/contracts.md#drain-methods lists it
+DRAIN_STATUS_FIELDS = [
     "target",
     "status",
     "started_at",
@@ -181,7 +182,7 @@ def test_deadline_cancels_queued_moves_fails_over_the_rest_and_shuts_down_what_c
         f"deadline reached: {len(failovers)} instances failed over, 1 shut down"
     )
     status = drain_status(record, world.view, world.jobs)
-    assert list(msgspec.to_builtins(status)) == SPEC_FIELDS
+    assert list(msgspec.to_builtins(status)) == DRAIN_STATUS_FIELDS
     assert status.remaining == 1 and status.shut_down == ["big"] and status.total == 4
 
 

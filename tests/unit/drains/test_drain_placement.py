@@ -1,4 +1,4 @@
-"""luxid's real placement for drains (`luxid.drains.view.place`, client.capacity's §7.1
+"""luxid's real placement for drains (`luxid.drains.view.place`, client.capacity's placement
 rule on a ClusterView) agrees with the reference rule of the core's tests, and
 `node.submit_refused` blocks a refused move until the room changes."""
 

@@ -1,4 +1,4 @@
-"""Properties of the node drain core (SPEC §12.1) over random histories.
+"""Properties of the node drain core (docs/contracts.md#node-drain) over random histories.
 
 A random cluster, one or two drains, and a random sequence of events — jobs starting,
 succeeding or failing, nodes added, instances stopped or removed, time passing past the

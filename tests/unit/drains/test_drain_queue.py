@@ -1,4 +1,4 @@
-"""The queue drain core (SPEC §12.2) on worked examples."""
+"""The queue drain core (docs/contracts.md#queue-drain) on worked examples."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_undrain_removes_the_rule_and_a_second_drain_changes_the_first():
     assert again.started_at == NOW and again.deadline == NOW + 35
     again, effects = queue_drain.step(again, {}, NOW + 5)
     # the same rule, put again with the new action (not a second rule), its predicate
-    # holding the drain's watermark (putting it again moves the rule's own, §6.3)
+    # holding the drain's watermark (putting it again moves the rule's own)
     assert effects == [PutFilter(target="queue", uuid=first.uuid, action="REJECT",
                                  reason=effects[0].reason,
                                  predicates=[["jobid", [">", "id", 40]]])]  # fmt: skip

@@ -1,8 +1,8 @@
 """The pure decisions of leader election (client._server.etcd.election): properties.
 
-The safety property of SPEC §13: a master believes itself master only while etcd cannot yet
-have let its lease lapse. Simulated: keepalives sent at random times, received by etcd after
-random delays (or lost), answered after more delay, granted a TTL at least the one asked;
+The safety property (docs/contracts.md#through-stalls): a master believes itself master only while
+etcd cannot yet have let its lease lapse. Simulated: keepalives sent at random times, received by
+etcd after random delays (or lost), answered after more delay, granted a TTL at least the one asked;
 at every instant the master's deadline is no later than etcd's expiry of the lease.
 """
 

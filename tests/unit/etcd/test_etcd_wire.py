@@ -1,4 +1,4 @@
-"""The gateway shapes (client._server.etcd.wire) and the store URL (url): pure parts of §13.
+"""The gateway shapes (client._server.etcd.wire) and the store URL (url): the pure etcd parts.
 
 The real gateway's behaviour is tested in tests/integration/test_etcd_client.py; here: the
 prefix rule, the JSON the requests encode to, answers as the gateway writes them, and the

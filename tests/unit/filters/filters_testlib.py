@@ -53,8 +53,9 @@ def select(
     running: Iterable[FilterJob] = (),
     max_running: int = 20,
 ) -> list[int]:
-    """A scheduling pass as SPEC §6.4 / ganeti-luxid.md §5 describe it, using Admission:
-    REJECTed jobs are dropped (canceled), others start while their slots allow, in order."""
+    """A scheduling pass as docs/contracts.md#scheduling-and-job-processes / ganeti-luxid.md §5
+    describe it, using Admission: REJECTed jobs are dropped (canceled), others start while their
+    slots allow, in order."""
     running = list(running)
     adm = Admission.from_running((chain.verdict(j), j.buckets) for j in running)
     started: list[int] = []

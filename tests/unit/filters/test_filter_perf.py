@@ -1,5 +1,5 @@
 """A guard against evaluator slowdowns: one selection pass over 10,000 queued jobs with
-1,000 rules (the realistic mix of bench_filter_eval.py).  SPEC §11 wants the whole
+1,000 rules (the realistic mix of bench_filter_eval.py).  The performance targets want the whole
 scheduling pass within 200 ms; the filter part measures ~35 ms on a 2-core machine, so
 the bound here (1 s) only catches an order-of-magnitude regression on a busy CI host."""
 

@@ -1,5 +1,5 @@
 """Reason-trail buckets (ganeti-luxid.md §5), RATE_LIMIT slot counting, and the per-pass
-Admission bookkeeping with its pending_reason texts (SPEC §6.1)."""
+Admission bookkeeping with its pending_reason texts (docs/contracts.md#job-model)."""
 
 from __future__ import annotations
 

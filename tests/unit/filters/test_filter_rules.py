@@ -115,7 +115,7 @@ def add(**kw: Any) -> FilterRule:
         ({"reason_trail": "why"}, "reason", "must be a list"),
         ({"reason_trail": [["s", "t"]]}, "reason[0]", "[source, text, timestamp_ns]"),
         ({"reason_trail": [["s", "t", "now"]]}, "reason[0]", "[source, text, timestamp_ns]"),
-        # numbers beyond signed 64 bits (SPEC §3)
+        # numbers beyond signed 64 bits (docs/contracts.md#numbers)
         ({"priority": 2**64}, "priority", "does not fit in a signed 64-bit integer"),
         ({"priority": 10**30}, "priority", "does not fit in a signed 64-bit integer"),
         ({"watermark": 2**63}, "watermark", "does not fit in a signed 64-bit integer"),

@@ -140,7 +140,7 @@ def test_error_classes_follow_the_table():
 
 
 def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
-    """SPEC §10: reads, lock waits, the state-setting lock and reservation calls and job
+    """Reads, lock waits, the state-setting lock and reservation calls and job
     reports are re-sent across a restart; nothing that steps a state (submit, cancel,
     add, reserve, generate_mac, ...) is."""
     reads = {

@@ -1,7 +1,7 @@
-"""dispatch_one, the request pipeline of both daemons (SPEC §3): the answer to every kind
-of request - by name, by position, notification, unknown method, bad envelope, params
-that do not bind, typed errors, a crashing wrapper - is the JSON-RPC 2.0 object
-the spec names, with `data.type` the contract."""
+"""dispatch_one, the request pipeline of both daemons (docs/contracts.md#wire-protocol): the answer
+to every kind of request - by name, by position, notification, unknown method, bad envelope, params
+that do not bind, typed errors, a crashing wrapper - is the JSON-RPC 2.0 object the wire protocol
+names, with `data.type` the contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Death detection (SPEC §3.3): pidfd reports within milliseconds; the sweep backs it up."""
+"""Death detection (docs/contracts.md#death-detection): pidfd reports within milliseconds; the sweep
+backs it up."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The shared vocabulary (client.vocabulary, client.api.numbers, client.api.opcodes): lock
-names parse and format back, the lock key is SPEC §4.1's total order, the number check
+names parse and format back, the lock key is the total order of
+docs/contracts.md#lock-names-and-order, the number check
 finds exactly the numbers a client may not send and names where they are."""
 
 from __future__ import annotations

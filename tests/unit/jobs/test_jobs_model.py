@@ -64,7 +64,8 @@ def test_no_ops_is_success_with_priority_0() -> None:
 
 
 def test_between_opcodes_a_started_job_stays_running() -> None:
-    """SPEC §6.1's fix: Ganeti says queued for [success, queued]; we say running."""
+    """Our fix (docs/contracts.md#job-model): Ganeti says queued for [success, queued]; we say
+    running."""
     assert job_status(mk([S, Q])) == R
     assert job_status(mk([S, S, Q, Q])) == R
 
@@ -95,7 +96,7 @@ status_lists = st.lists(st.sampled_from(ALL_STATUSES), min_size=1, max_size=8)
 
 @given(status_lists)
 def test_success_op_around_a_started_job_changes_nothing(statuses: list[str]) -> None:
-    """Vector 31 — for started jobs (for an unstarted one, SPEC's fix makes [s, q…] running)."""
+    """Vector 31 — for started jobs (for an unstarted one, our fix makes [s, q…] running)."""
     job = mk(statuses, start_ts=1.0)
     expected = job_status(job)
     assert job_status(mk([S, *statuses], start_ts=1.0)) == expected

@@ -54,7 +54,8 @@ def statuses_of(*jobs: Job) -> Callable[[int], str | None]:
 
 @dataclass
 class Rule:
-    """A fake filter rule: the real evaluator lives in luxid/filters; this mirrors §3."""
+    """A fake filter rule: the real evaluator lives in luxid/filters; this mirrors the filter
+    predicates."""
 
     uuid: str
     priority: int

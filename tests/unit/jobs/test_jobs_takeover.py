@@ -1,5 +1,5 @@
-"""Properties of luxid.takeover (SPEC §13): what a new master makes of the old master's
-jobs, over random job histories built with the real transitions."""
+"""Properties of luxid.takeover (docs/contracts.md#replicated-control-plane): what a new master
+makes of the old master's jobs, over random job histories built with the real transitions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A brute-force reference model of the lock core, written from SPEC §4 alone.
+"""A brute-force reference model of the lock core, written from
+docs/contracts.md#locks alone.
 
 No indexes, no incremental bookkeeping: every blocker set, fairness check and wait-for graph
 is recomputed from scratch by scanning all owners and all queued requests, and the queue is
@@ -23,7 +24,7 @@ INF = float("inf")
 
 
 def key(name: str) -> tuple[int, int, str]:
-    """(level index, 0 lockset / 1 member, name) — §4.1."""
+    """(level index, 0 lockset / 1 member, name): the total order of lock names."""
     level, member = name.split("/", 1)
     return (LEVELS.index(level), 0 if member == "[lockset]" else 1, member)
 
@@ -37,7 +38,7 @@ def lockset_of(name: str) -> str:
 
 
 def conflict(a: str, ma: str, b: str, mb: str) -> bool:
-    """§4.2 between two different owners."""
+    """Lock conflicts between two different owners."""
     if X not in (ma, mb):
         return False
     if a == b:

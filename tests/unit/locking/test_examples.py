@@ -1,4 +1,5 @@
-"""Table-driven unit tests of the lock core on SPEC §4's examples and rules."""
+"""Table-driven unit tests of the lock core on the examples and rules of
+docs/contracts.md#locks."""
 
 from __future__ import annotations
 
@@ -260,7 +261,7 @@ def test_order_error_message() -> None:
         m.try_update("B", req("node/a:x"))
 
 
-# -- §4.2 lockset interactions ----------------------------------------------------------------
+# -- lockset interactions (docs/contracts.md#lock-conflicts) ---------------------------------------
 
 LOCKSET_CASES = [
     # (A holds, B asks, blockers)

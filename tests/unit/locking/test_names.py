@@ -1,4 +1,5 @@
-"""Lock names, levels, order and request parsing (SPEC §4.1, rule 1; Ganeti Locks.hs props)."""
+"""Lock names, levels, order and request parsing (docs/contracts.md#lock-names-and-order, rule 1;
+Ganeti Locks.hs props)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Property tests of the lock core: Ganeti's Allocation.hs / Waiting.hs invariants (ganeti-wconfd
-§6) adapted to this design, SPEC §4.2 conflict-freeness, rule 5 (no overtaking), rule 6
-(DeadlockError exactly when a cycle would form, by an independent cycle search), and a
-differential run against the brute-force reference model in lockcore_model.py.
+§6) adapted to this design, conflict-freeness (docs/contracts.md#lock-conflicts), rule 5 (no
+overtaking), rule 6 (DeadlockError exactly when a cycle would form, by an independent cycle search),
+and a differential run against the brute-force reference model in lockcore_model.py.
 
 States are built from random operation sequences by owners a..d on a small lock universe
 (the cluster, instance and node levels with their locksets) so that conflicts, locksets,
@@ -258,7 +258,7 @@ def check_invariants(mgr: LockManager) -> Snap:
     """State invariants that hold after every operation."""
     s = Snap(mgr)
     held = s.held
-    # §4.2 and Allocation 1: no two owners in conflict (in particular exclusive is exclusive)
+    # Lock conflicts and Allocation 1: no two owners in conflict (so exclusive is exclusive)
     assert conflict_free(held), held
     # Allocation 15: every listed owner holds >= 1 lock
     assert all(held.values())
@@ -343,8 +343,8 @@ def check_step(
     owners_all = set(before.held) | set(after.held)
     changed = {o for o in owners_all if before.held.get(o) != after.held.get(o)}
     assert set(eff.changed) == changed and len(eff.changed) == len(changed)
-    # SPEC §4.4 rule 7: the journalled change, replayed over the holdings before, gives
-    # the holdings after, and it names only locks whose mode changed
+    # Rule 7 (durable before the answer): the journalled change, replayed over the holdings before,
+    # gives the holdings after, and it names only locks whose mode changed
     for o, pairs in eff.changes.items():
         replayed = dict(before.held.get(o, {}))
         for lock, mode in pairs:

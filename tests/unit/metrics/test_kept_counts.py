@@ -1,4 +1,4 @@
-"""The counts behind the §14 gauges, kept incrementally where things change, always equal
+"""The counts behind the gauges, kept incrementally where things change, always equal
 what a full recount of the state would give (and the change serial's wait semantics).
 
 - wconfd: `Allocation.held_counts` (lockwarden_locks_held) and `LockManager.pending_count`

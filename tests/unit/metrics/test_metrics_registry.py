@@ -1,4 +1,5 @@
-"""client.metrics: the §14 catalogue, the registry's invariants, and the RPC instrumentation."""
+"""client.metrics: the catalogue of docs/contracts.md#observability, the registry's invariants, and
+the RPC instrumentation."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
 from client.metrics import BY_NAME, CATALOGUE, OVERFLOW, MetricDef
 
-# SPEC §14's names with their types and label sets (lockwarden_master joins with §13).
-SPEC_14 = {
+# The documented names (docs/contracts.md#observability) with their types and label sets.
+DOCUMENTED = {
     "lockwarden_jobs": ("gauge", ("status",)),
     "lockwarden_jobs_submitted_total": ("counter", ()),
     "lockwarden_jobs_finished_total": ("counter", ("status",)),
@@ -43,7 +44,7 @@ FORBIDDEN_LABELS = {"job", "job_id", "id", "client", "client_id", "pid", "uuid"}
 
 
 def test_catalogue_has_every_spec_name_with_its_type_and_labels():
-    for name, (kind, labels) in SPEC_14.items():
+    for name, (kind, labels) in DOCUMENTED.items():
         assert (BY_NAME[name].kind, BY_NAME[name].labels) == (kind, labels), name
     assert len(BY_NAME) == len(CATALOGUE), "a name appears twice"
     for defn in CATALOGUE:

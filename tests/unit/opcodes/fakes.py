@@ -1,8 +1,8 @@
 """In-memory stand-ins for what the job process provides: config, locks, context.
 
-`FakeConfig` follows SPEC §5 (names unique, references checked, serial numbers, lock
-enforcement against the locks the fake holds); `FakeLocks` checks requests against the
-order rules of SPEC §4.4, so a lock plan that wconfd would refuse fails here too.
+`FakeConfig` follows docs/contracts.md#configuration (names unique, references checked, serial
+numbers, lock enforcement against the locks the fake holds); `FakeLocks` checks requests against the
+order rules of docs/contracts.md#lock-rules, so a lock plan that wconfd would refuse fails here too.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 class FakeLocks:
-    """A single client's locks, with SPEC §4.4 consistency and order checks."""
+    """A single client's locks, with the consistency and order checks of the lock rules."""
 
     def __init__(self) -> None:
         self.held: dict[str, str] = {}
@@ -92,7 +92,7 @@ class FakeLocks:
 
 
 class FakeConfig:
-    """The SPEC §5 configuration in memory; writes need the locks held in `locks`."""
+    """The configuration in memory; writes need the locks held in `locks`."""
 
     def __init__(self, locks: FakeLocks | None = None, *, enforce: bool = True) -> None:
         self.locks = locks or FakeLocks()
@@ -179,7 +179,7 @@ class FakeConfig:
         return [copy.deepcopy(o) for o in self.objects[kind].values()]
 
     def node_rooms(self, nodes: Sequence[str] | None = None) -> dict[str, Room]:
-        """As wconfd's get_node_rooms: the §7.1 sums over every instance, the shared rule."""
+        """As wconfd's get_node_rooms: the room sums over every instance, the shared rule."""
         every = rooms(
             self.objects["node"].values(),
             self.objects["instance"].values(),

@@ -1,4 +1,5 @@
-"""Lock plans: the LockPlan/LockPhase types and each opcode's plan against SPEC §7's table."""
+"""Lock plans: the LockPlan/LockPhase types and each opcode's plan against the table in
+docs/contracts.md#job-processes-and-opcodes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Room on nodes in the built-in opcodes (SPEC §7.1, §12.4): placement by free memory,
-OpPrereqError naming what is short, startup/shutdown/failover, capacity changes."""
+"""Room on nodes in the built-in opcodes (docs/contracts.md#room-on-nodes): placement by free
+memory, OpPrereqError naming what is short, startup/shutdown/failover, capacity changes."""
 
 from __future__ import annotations
 

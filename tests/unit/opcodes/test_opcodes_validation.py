@@ -1,4 +1,4 @@
-"""Submit-time validation of every built-in opcode (SPEC §6.2, §7 Normative table)."""
+"""Submit-time validation of every built-in opcode (docs/contracts.md#job-processes-and-opcodes)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The role check of SPEC §13 in the dispatch (client._server.roles, build_methods(role=)):
-a standby answers ping, version, identify and get_role and NotMaster naming the master to
-everything else; a serving node answers everything; one check, whatever the method."""
+"""The role check (docs/contracts.md#replicated-control-plane) in the dispatch
+(client._server.roles, build_methods(role=)): a standby answers ping, version, identify and get_role
+and NotMaster naming the master to everything else; a serving node answers everything; one check,
+whatever the method."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The journal's lock records, replayed, give the lock core's table (SPEC §4.4 rule 7).
+"""The journal's lock records, replayed, give the lock core's table (docs/contracts.md#lock-rules,
+rule 7).
 
 Random lock operations (immediate, waiting - later granted by others' releases -,
 withdrawn, freed, downgraded) run on the pure LockManager; each operation's Effects.changes

@@ -65,7 +65,7 @@ def test_lock_changes_leave_exactly_the_held_locks(changes, node):
     model: dict[str, dict[str, str]] = {}
     mirror: dict[str, set[str]] = {}
     for owner, pairs in changes:
-        # A request names each lock once (SPEC §4.4 rule 1).
+        # A request names each lock once (docs/contracts.md#lock-rules, rule 1).
         pairs = list(dict(pairs).items())
         held = mirror.setdefault(owner, set())
         ops = lock_ops(KEYS, node, owner, pairs, held)

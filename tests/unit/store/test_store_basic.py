@@ -341,7 +341,7 @@ def _submit_ms(store: SqliteJobStore, n: int) -> float:
 
 
 def test_submit_cost_single_and_batched(store: SqliteJobStore, tmp_path: Path) -> None:
-    """SPEC §11: submit_job ≥ 1,000 jobs/s from one client, one durable commit per submit.
+    """submit_job ≥ 1,000 jobs/s from one client, one durable commit per submit.
 
     A durable submit is bounded by the disk's fsync, which on this shared machine moves
     from 0.25 ms (idle: ~4,000 submits/s) to 4 ms when neighbours write. So the test

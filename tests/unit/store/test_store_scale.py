@@ -1,4 +1,4 @@
-"""100,000 archived jobs: memory stays bounded (SPEC §11: luxid RSS ≤ 200 MB)."""
+"""100,000 archived jobs: memory stays bounded (luxid RSS ≤ 200 MB)."""
 
 from __future__ import annotations
 
