@@ -1,4 +1,4 @@
-"""Filter rules (docs/contracts.md#filters, seed 001, ganeti-luxid.md §3): the stored shape
+"""Filter rules (docs/contracts.md#filters; Ganeti's design-optables): the stored shape
 and every check that can be made when a rule is added or replaced, pure.
 
 Both writers of rules use it: luxid's `replace_filter` (`make_rule`) and wconfd's

@@ -1,6 +1,6 @@
 """Lock-acquisition timeouts and priority escalation for ``update_locks_waiting`` (pure).
 
-Ganeti's mcpu strategy (reference/ganeti-wconfd.md §3 "Clients"; mcpu.py
+Ganeti's mcpu strategy (mcpu.py
 `_CalculateLockAttemptTimeouts`, jqueue `CheckPriorityIncrease`):
 
 - the schedule is 5 s, then ``min(75, max(5, (1.05 * previous) ** 1.25))`` for each next

@@ -16,7 +16,7 @@ from client.vocabulary import COMMON_OPCODE_PARAMS
 from luxid.filters.ratelimit import bucket_of
 
 # The common opcode params of docs/contracts.md#job-model.  Ganeti's opcode predicate sees
-# OP_ID and the op's own params only ("not the common params", ganeti-luxid.md §3).
+# OP_ID and the op's own params only (not the common params, as in Ganeti's Filtering.hs).
 COMMON_PARAMS: Final[frozenset[str]] = frozenset(COMMON_OPCODE_PARAMS)
 
 ReasonEntry = tuple[str, str, int]

@@ -18,7 +18,7 @@ child that is not True (resp. not False), so an invalid leaf that is never reach
 but a reached one makes the whole expression invalid, even under `!`.  Invalid at the top
 means false.
 
-Three evaluation contexts, one per filter predicate (ganeti-luxid.md §3):
+Three evaluation contexts, one per filter predicate (Ganeti's Filtering.hs):
 
 - `compile_jobid(expr, watermark)`: the only field is `id`; values are integers or the
   string `"watermark"`.  Only comparisons are valid (Ganeti's `evaluateFilterComparator`).
@@ -299,7 +299,7 @@ def _native(op: str, v: Any) -> Callable[[Any], bool]:
 
 
 def compile_jobid(expr: Expr, watermark: int) -> Callable[[int], bool]:
-    """The jobid predicate's test on a job id (ganeti-luxid.md §3; Filtering.hs FPJobId)."""
+    """The jobid predicate's test on a job id (Filtering.hs FPJobId)."""
     return _top(compile_jobid_tri(expr, watermark))
 
 

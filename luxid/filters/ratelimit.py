@@ -1,4 +1,4 @@
-"""Rate limits, pure: reason-trail buckets (ganeti-luxid.md §5) and RATE_LIMIT slot counting.
+"""Rate limits, pure: reason-trail buckets (Ganeti's JQScheduler.hs) and RATE_LIMIT slot counting.
 
 **Reason buckets.** A reason *text* (the second element of a reason entry) of the form
 `rate-limit:<n>:<label>` — `n` ASCII digits with value > 0, nothing before `rate-limit` —

@@ -1,7 +1,7 @@
 """Job dependencies and reason-trail rate-limit buckets (pure).
 
-Dependency semantics are Ganeti's job-process check (_JobDependencyManager, ganeti-luxid.md
-§1 and vector 35), applied by luxid before it starts a job instead of by the job process:
+Dependency semantics are Ganeti's job-process check (jqueue's
+_JobDependencyManager), applied by luxid before it starts a job instead of by the job process:
 
 - the dependency is not finalized → wait ("waiting for job <id>");
 - it ended `canceled` and `canceled` is not among the wanted statuses → the job is canceled;

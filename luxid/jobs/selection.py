@@ -10,7 +10,7 @@ Who is `running`: every job that holds a slot, i.e. has a live process (a paused
 whose process has not exited yet included); `queued`: non-finalized jobs without one
 (paused jobs whose process exited included).
 
-Differences from Ganeti's selectJobsToRun (ganeti-luxid.md §5), all deliberate:
+Differences from Ganeti's selectJobsToRun (JQScheduler.hs), all deliberate:
 - a job held back by a filter or the slot limit does not take a reason-bucket slot
   (Ganeti counted it: "ad-hoc slots can be used by filtered-out jobs");
 - PAUSE applies to running jobs too: they are listed in `pause` (docs/contracts.md#filters);

@@ -1,6 +1,6 @@
 """Status transitions of a job, as pure functions: each takes a Job and returns a new one.
 
-They follow Ganeti's op transitions (ganeti-luxid.md §1, §6, §7) with Lockwarden's changes
+They follow Ganeti's op transitions (jqueue.py) with Lockwarden's changes
 (docs/contracts.md#jobs): failures keep finished opcodes `success` (Ganeti overwrote them
 with error), a started job can be paused back to `queued`, waiting jobs are canceled at
 once. Invalid transitions raise client.errors.InvalidParams so a confused job process cannot

@@ -1,5 +1,5 @@
-"""Job filters (docs/contracts.md#filters, seed 001) through luxid and wconfd: the filter methods,
-the seed's examples as written, pausing running jobs, rule changes while jobs wait (from luxid or
+"""Job filters (docs/contracts.md#filters, Ganeti's design-optables) through luxid and wconfd: the filter methods,
+the design's examples as written, pausing running jobs, rule changes while jobs wait (from luxid or
 straight in wconfd), and rules surviving restarts of both daemons."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_rules_written_into_wconfd_get_the_same_checks(stack, kw, part):
     stack.wc.remove_object("filter", good["uuid"])
 
 
-# -- the seed's examples ---------------------------------------------------------------------
+# -- the design's examples ---------------------------------------------------------------------
 
 
 def test_drain_rejects_new_jobs_at_submit_and_old_ones_run(stack):

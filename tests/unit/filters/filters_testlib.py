@@ -25,7 +25,7 @@ def job(
     ops: Sequence[dict[str, Any]] | None = None,
 ) -> FilterJob:
     """Ganeti's test job jN: one OP_CLUSTER_RENAME {name: cluster1} with reason
-    [(source1, reason1, 1234)] (ganeti-luxid.md §8)."""
+    [(source1, reason1, 1234)] (as in Ganeti's filter tests)."""
     if ops is None:
         ops = [{"OP_ID": "OP_CLUSTER_RENAME", "name": "cluster1"}]
     ops = [dict(op) for op in ops]
@@ -53,7 +53,7 @@ def select(
     running: Iterable[FilterJob] = (),
     max_running: int = 20,
 ) -> list[int]:
-    """A scheduling pass as docs/contracts.md#scheduling-and-job-processes / ganeti-luxid.md §5
+    """A scheduling pass as docs/contracts.md#scheduling-and-job-processes
     describe it, using Admission: REJECTed jobs are dropped (canceled), others start while their
     slots allow, in order."""
     running = list(running)

@@ -1,4 +1,4 @@
-"""Reason-trail buckets (ganeti-luxid.md §5), RATE_LIMIT slot counting, and the per-pass
+"""Reason-trail buckets (Ganeti's JQScheduler), RATE_LIMIT slot counting, and the per-pass
 Admission bookkeeping with its pending_reason texts (docs/contracts.md#job-model)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The examples of the seed design (seeds/001, "Filtering of jobs for the Ganeti job queue"),
+"""The examples of the seed design ("Filtering of jobs for the Ganeti job queue", Ganeti's design-optables),
 exactly as written there, checked as properties over random queues."""
 
 from __future__ import annotations

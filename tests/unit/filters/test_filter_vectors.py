@@ -1,4 +1,4 @@
-"""The acceptance vectors of ganeti-luxid.md §8 that concern filters and rate limits
+"""The acceptance vectors of Ganeti's job queue that concern filters and rate limits
 (1-29, 37, 38, 39), table-driven.  Vectors 30-36 (job status, priorities, cancel,
 dependencies, paths) belong to the job model, not to this package."""
 

@@ -1,4 +1,4 @@
-"""Job model: status and priority computation (ganeti-luxid.md §1, vectors 30-32), submit."""
+"""Job model: status and priority computation (Ganeti's jqueue semantics), submit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Property tests of the lock core: Ganeti's Allocation.hs / Waiting.hs invariants (ganeti-wconfd
-§6) adapted to this design, conflict-freeness (docs/contracts.md#lock-conflicts), rule 5 (no
+"""Property tests of the lock core: Ganeti's Allocation.hs / Waiting.hs invariants
+adapted to this design, conflict-freeness (docs/contracts.md#lock-conflicts), rule 5 (no
 overtaking), rule 6 (DeadlockError exactly when a cycle would form, by an independent cycle search),
 and a differential run against the brute-force reference model in lockcore_model.py.
 
