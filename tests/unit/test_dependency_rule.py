@@ -48,9 +48,11 @@ ALLOWED_FOREIGN: dict[str, tuple[str, ...]] = {
 PURE: tuple[str, ...] = (
     "wconfd.locking",
     "wconfd.config",
+    "wconfd.durable_state",
     "luxid.jobs",
     "luxid.filters",
     "luxid.drains",
+    "luxid.takeover",
     "jobproc.locks",
     "client.filterrules",
 )
