@@ -375,4 +375,8 @@ def test_submit_cost_single_and_batched(store: SqliteJobStore, tmp_path: Path) -
     )
     assert cpu_ms <= 0.2, "the store's own work per submit must stay far below 1 ms"
     assert store_ms <= 2 * bare_ms + 0.5, "a submit must cost about one bare commit"
-    assert batched * store_ms / 1e3 >= 5, "batching must share the commit cost"
+    # A batch of 50 pays one commit: per job, the store's own work plus a small share of
+    # it. Judged against the commit's measured cost, so a disk whose fsync is nearly free
+    # (CI's) asks nothing batching cannot give.
+    commit_ms = max(store_ms - cpu_ms, 0.0)
+    assert 1e3 / batched <= cpu_ms + commit_ms / 5, "batching must share the commit cost"
