@@ -3,7 +3,7 @@
     python bench/compare.py --base ../lockwarden-before [--only locks,queue] [--rounds 2]
 
 Runs each benchmark script of `make bench` (bench/report.py's PLAN) in both checkouts,
-alternating (base, this, base, this, ...) so that both see the same machine, each with its
+alternating (base, this, this, base, ...) so that both see the same machine, each with its
 own checkout's interpreter (`<checkout>/.venv/bin/python`, else this one), and prints one
 table: every headline figure, the base's and this checkout's median over the rounds, and
 this one's change, signed so that a positive change is always better.  The machines these
@@ -117,8 +117,11 @@ def main() -> None:
     scripts = [s for s in args.only.split(",") if s] or list(PLAN)
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for script in scripts:
-        for _ in range(args.rounds):
-            for side, checkout in (("base", args.base.resolve()), ("this", this)):
+        pair = [("base", args.base.resolve()), ("this", this)]
+        for round_no in range(args.rounds):
+            # base-this, then this-base: a script's after-effects (dirty pages, exiting
+            # daemons) weigh on whichever runs second, so neither side always does.
+            for side, checkout in pair if round_no % 2 == 0 else pair[::-1]:
                 started = time.monotonic()
                 result = run(checkout, script)
                 results.setdefault(script, {}).setdefault(side, []).append(result)
