@@ -443,7 +443,7 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
 GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "node": ("list, inspect, add, remove and modify nodes", _node_commands),
     "instance": ("list, inspect, add, remove and migrate instances", _instance_commands),
-    "job": ("list, inspect, follow, cancel and submit jobs", _job_commands),
+    "job": ("list, inspect, follow, explain, cancel and submit jobs", _job_commands),
     "filter": ("manage the job filter rules", _filter_commands),
     "queue": ("the job queue: summary and drain flag", _queue_commands),
     "lock": ("wconfd's locks", lock_commands),
