@@ -331,7 +331,7 @@ def _job_commands(b: _Builder, sub: Any) -> None:
         "limit, the slots, a job it depends on, a lock and its holder), one link a line,\n"
         "each indented two spaces more than the one it hangs from.  Nothing is printed\n"
         "for a job that runs unhindered or has ended.  See docs/operations.md.",
-    ).add_argument("id", type=int)
+    ).add_argument("id", type=int, help="the job's id")
     cancel = b.leaf(sub, "cancel", "jobs:job_cancel", "cancel a job")
     cancel.add_argument("id", type=int)
     cancel.add_argument(
