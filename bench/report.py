@@ -43,6 +43,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "drain": ([], 180),
     "ha": ([], 300),
     "ha_luxid": ([], 300),
+    "why_job": ([], 180),
 }
 DEFAULT_LIMIT = 180.0
 
@@ -200,6 +201,12 @@ def drain_deadline(j: Json) -> tuple[str, bool]:
     return f"max {late['max']} ms (median {late['median']})", late["max"] <= 100
 
 
+def why_job(j: Json) -> tuple[str, bool]:
+    waiting, queued = j["waiting"]["p50_ms"], j["queued"]["p50_ms"]
+    shown = f"p50 {waiting} ms for a job waiting for a lock, {queued} ms for a queued one"
+    return shown, max(waiting, queued) <= 2
+
+
 def ha_failover(j: Json) -> tuple[str, bool]:
     f = j["failover_kill9_to_first_answer"]
     shown = f"p50 {f['p50_s']} s, max {f['max_s']} s, lost {f['acknowledged_writes_lost']}"
@@ -246,6 +253,7 @@ ROWS = [
     Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
         "≤ 15 s, never > 20 at once"),
     Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
+    Row("why_job, 1,000 queued jobs, 500 locks held", "why_job", why_job, "p50 ≤ 2 ms"),
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),

@@ -60,7 +60,7 @@ from luxid.drains import (
     view_from_config,
 )
 from luxid.drains.effects import TAG_SOURCE
-from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED
+from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED, Mode
 from luxid.drains.view import place
 from luxid.filter_writes import FilterWrites
 from luxid.job_check import check_job
@@ -445,6 +445,14 @@ class DrainService:
         facts = self._facts()
         order = sorted(self.records, key=lambda t: (t == QUEUE_TARGET, t))
         return [drain_status(self.records[t], self.view, facts) for t in order]
+
+    def queue_drain_rule(self) -> tuple[str, Mode] | None:
+        """The uuid and mode of the queue drain's filter rule, if there is a queue drain
+        (why_job tells a job its rule holds from one held by another rule)."""
+        record = self.records.get(QUEUE_TARGET)
+        if record is None or record.mode is None:
+            return None
+        return queue_drain.rule_uuid(record.started_at), record.mode
 
     def queue_status(self) -> DrainStatus | None:
         """The queue drain's status, if there is one (for query_queue_info)."""

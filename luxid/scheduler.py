@@ -22,12 +22,14 @@ from collections.abc import Set as AbstractSet
 
 from luxid.active_filters import ActiveFilters
 from luxid.filters.ratelimit import paused_reason
+from luxid.filters.verdict import Hold
 from luxid.jobs import (
     Job,
     Selection,
     active_op_index,
     fail_job,
     fill_free_slots,
+    hold_of,
     is_finalized,
     mark_canceled,
     pause_job,
@@ -113,6 +115,22 @@ class Scheduler:
         held = job_id in self._slots
         self._slots.discard(job_id)
         return held
+
+    def running(self) -> list[Job]:
+        """The jobs holding a slot now (what a pass counts as running)."""
+        return self._running()
+
+    def hold_of(self, job: Job, running: list[Job]) -> Hold | None:
+        """What holds a queued job back, decided as a pass decides it, over `running`
+        (`running()`) with the current filters; None until the configuration was read,
+        when nothing starts yet."""
+        max_running = self.max_running_jobs
+        if max_running is None:
+            return None
+        filters = self.filters
+        return hold_of(
+            job, running, max_running, filters.verdict, filters.buckets, self.live.status_of
+        )
 
     # -- unfinished jobs -----------------------------------------------------------------
 

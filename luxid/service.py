@@ -4,8 +4,8 @@ does the work.
 Each method checks what the declaration's types cannot (opcodes against the opcode
 registry with luxid.job_check, field names) and makes one plain call: jobs and queries to
 `luxid.queue.Queue`, filter writes to `luxid.filter_writes.FilterWrites` (the drains
-write their rule there too), drains to `luxid.drain_service.DrainService`; then it shapes
-the answer.  Filters are read from, and judged by, the queue's one filter set
+write their rule there too), drains to `luxid.drain_service.DrainService`, why_job to
+`luxid.why.WhyJobs`; then it shapes the answer.  Filters are read from, and judged by, the queue's one filter set
 (luxid.active_filters), which a filter write updates before it answers.  The parts are
 built and connected by luxid.term.  Every error a client can cause is a typed
 client.errors exception; anything else is a bug, logged by the dispatcher as an
@@ -29,11 +29,13 @@ from client.api.luxi import (
     Opcode,
     QueueInfo,
     QueueOverview,
+    WhyJob,
 )
 from luxid.drain_service import DrainService
 from luxid.filter_writes import FilterWrites
 from luxid.job_check import check_job
 from luxid.queue import Queue
+from luxid.why import WhyJobs
 
 
 class LuxidService(CommonMethods):
@@ -45,12 +47,14 @@ class LuxidService(CommonMethods):
         queue: Queue,
         filter_writes: FilterWrites,
         drains: DrainService,
+        why: WhyJobs,
         role: Role | None = None,
     ) -> None:
         super().__init__(queue.metrics, role)
         self.queue = queue
         self.filter_writes = filter_writes
         self.drains = drains
+        self.why = why
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -110,6 +114,9 @@ class LuxidService(CommonMethods):
         if timeout is not None and timeout < 0:
             raise errors.InvalidParams("param `timeout`: must be >= 0 or null (no limit)")
         return await self.queue.auto_archive(age, timeout)
+
+    async def why_job(self, conn: Connection, job_id: int) -> WhyJob:
+        return await self.why.why(job_id)
 
     async def set_drain_flag(self, conn: Connection, flag: bool) -> bool:
         await self.queue.set_drained(flag)

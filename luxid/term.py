@@ -38,6 +38,7 @@ from luxid.queue import Queue
 from luxid.service import LuxidService
 from luxid.storage import JobStore
 from luxid.wconfd_link import WconfdLink
+from luxid.why import WhyJobs
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class LuxidTerm:
         drains = DrainService(
             queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
         )
-        service = LuxidService(queue, filter_writes, drains, role)
+        service = LuxidService(queue, filter_writes, drains, WhyJobs(queue, drains, link), role)
         term = cls(queue, link, drains, service)
         # The events, before anything can happen.
         link.on_config = term.config_read

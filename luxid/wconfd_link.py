@@ -29,7 +29,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from client import AsyncWConfdClient, errors
-from client.api.wconfd import UpdateResult
+from client.api.wconfd import LockWait, UpdateResult
 from client.filterrules import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
 from luxid.shutdown import bounded
 
@@ -111,6 +111,10 @@ class WconfdLink:
         if self.on_config is not None:
             self.on_config(int(cluster["max_running_jobs"]), list(filters))
         return True
+
+    async def lock_waits(self) -> list[LockWait]:
+        """wconfd's lock waits: who waits for which lock, held by whom (why_job)."""
+        return await self.client.lock_waits()
 
     # -- the drains' records and view ------------------------------------------------------
 

@@ -1,12 +1,14 @@
 """The queue's RAPI resources in Ganeti's shapes: jobs (J_FIELDS of rlib2, plus
 Lockwarden's priority and pending_reason), Ganeti's WaitForJobChange, and filter rules
-(FILTER_RULE_FIELDS).  luxid answers them through the async stub.
+(FILTER_RULE_FIELDS); and Lockwarden's why a job waits (`/2/jobs/<id>/why`, luxid's
+why_job as it is).  luxid answers them through the async stub.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from client.api.luxi import WhyJob
 from rapi.routing import (
     MAX_JOB_ID,
     HttpError,
@@ -56,6 +58,11 @@ async def get_job(req: Request) -> dict[str, Any]:
     if not rows or rows[0] is None:
         raise HttpError(404, f"job {ident} not found")
     return dict(zip(J_FIELDS, rows[0], strict=True))
+
+
+async def get_job_why(req: Request) -> WhyJob:
+    """Why a job is not running: luxid's whole why_job answer (404 for an unknown job)."""
+    return await req.backend.luxi.why_job(job_id=job_id(req))
 
 
 async def delete_job(req: Request) -> list[Any]:

@@ -187,6 +187,15 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET",
+        "/2/jobs/{job_id}/why",
+        jobs.get_job_why,
+        "why the job is not running: the chain of what holds it (docs/contracts.md)",
+        params=(JOB_ID,),
+        response=ref("WhyJob"),
+        errors=(400, 404, 504),
+    ),
+    Route(
+        "GET",
         "/2/jobs/{job_id}/wait",
         jobs.wait_job,
         "wait up to 10 s for a job to change (JSON body); null if it did not",

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from client.api.luxi import DrainStatus
+from client.api.luxi import DrainStatus, WhyJob
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
@@ -224,9 +224,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus, derived from the stub's Struct so the document cannot drift from it.
+# luxid's DrainStatus and WhyJob, derived from the stub's Structs so the document cannot
+# drift from them.
 SCHEMAS.update(
-    msgspec.json.schema_components([DrainStatus], ref_template="#/components/schemas/{name}")[1]
+    msgspec.json.schema_components(
+        [DrainStatus, WhyJob], ref_template="#/components/schemas/{name}"
+    )[1]
 )
 SCHEMAS.update(
     {

@@ -29,12 +29,13 @@ from client.api.wconfd import (
     LockInfo,
     LockOwner,
     LockRequest,
+    LockWait,
     Mode,
     PendingInfo,
     WaitResult,
 )
 from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
-from wconfd.clients import Client
+from wconfd.clients import Client, parse_client_id
 from wconfd.durable_state import LockChange
 from wconfd.locking import LEVELS, Effects, LockManager
 from wconfd.persistence import Persistence
@@ -51,6 +52,15 @@ def _wait_level(request: LockRequest) -> str:
     if first is None:
         first = request[0][0] if request else ""
     return first.partition("/")[0]
+
+
+def job_of_client(client_id: str) -> int | None:
+    """The job id in a client id (None for a client that is no job, or an id that is no
+    client id: a restored holding's owner is whatever the journal says)."""
+    try:
+        return parse_client_id(client_id)[0]
+    except ValueError:
+        return None
 
 
 class LockService:
@@ -131,7 +141,7 @@ class LockService:
         so no client believes in a state the disk does not have.
         """
         log.error("journalling a lock change failed, reverting to the durable locks: %s", exc)
-        self.locks = LockManager.restore(self.persistence.state.held_lists())
+        self.locks = LockManager.restore(self.persistence.state.held_lists(), time.time())
         self.abandon(StorageError(f"lock state reverted after a failed write: {exc.message}"))
 
     def abandon(self, error: RpcError) -> None:
@@ -172,7 +182,7 @@ class LockService:
     def release_owner(self, owner: str) -> None:
         """A client died: drop its locks and pending request, wake whom it blocked."""
         self._waiting_since.pop(owner, None)
-        self.settle_soon(self.locks.remove_owner(owner))
+        self.settle_soon(self.locks.remove_owner(owner, now=time.time()))
 
     def holds_locks(self, owner: str) -> bool:
         """Whether the owner holds a lock or waits for one."""
@@ -182,7 +192,7 @@ class LockService:
 
     async def try_update_locks(self, client: Client, request: LockRequest) -> list[str]:
         owner = client.client_id
-        update = self.locks.try_update(owner, request)
+        update = self.locks.try_update(owner, request, now=time.time())
         await self.settle(update.effects)
         return update.blockers
 
@@ -192,13 +202,14 @@ class LockService:
         owner = client.client_id
         if timeout is not None and timeout < 0:
             raise InvalidParams("param `timeout`: must be >= 0 or null (wait forever)")
+        now = time.time()
         if timeout == 0:
-            update = self.locks.try_update(owner, request, priority)
+            update = self.locks.try_update(owner, request, priority, now=now)
         else:
             if owner in self._waits and self.locks.pending_matches(owner, request):
                 return await self._wait(owner, timeout)  # a re-issued call
             try:
-                update = self.locks.update_waiting(owner, request, priority, since=time.time())
+                update = self.locks.update_waiting(owner, request, priority, since=now, now=now)
             except DeadlockError:
                 self._deadlocks.inc()
                 raise
@@ -248,7 +259,7 @@ class LockService:
         once what the withdrawal granted others is durable."""
         self._waiting_since.pop(owner, None)
         calls = self._waits.pop(owner, [])
-        update = self.locks.withdraw(owner)
+        update = self.locks.withdraw(owner, now=time.time())
         answer = WaitResult(granted=False, blockers=update.blockers)
         self.spawn(self._settle_withdrawal(update.effects, calls, answer))
 
@@ -268,8 +279,9 @@ class LockService:
         owner = client.client_id
         if timeout < 0:
             raise InvalidParams("param `timeout`: must be >= 0")
+        now = time.time()
         result = self.locks.opportunistic_lock_union(
-            owner, request, min_count, wait=timeout > 0, since=time.time()
+            owner, request, min_count, wait=timeout > 0, since=now, now=now
         )
         await self.settle(result.effects)
         if not result.waiting:
@@ -299,22 +311,25 @@ class LockService:
 
     async def intersect_locks(self, client: Client, locks: list[str]) -> None:
         owner = client.client_id
-        await self.settle(self.locks.intersect_locks(owner, locks))
+        await self.settle(self.locks.intersect_locks(owner, locks, now=time.time()))
 
     async def free_locks(self, client: Client) -> None:
         owner = client.client_id
-        await self.settle(self.locks.free_locks(owner))
+        await self.settle(self.locks.free_locks(owner, now=time.time()))
 
     async def free_locks_level(self, client: Client, level: str) -> None:
         owner = client.client_id
-        await self.settle(self.locks.free_locks_level(owner, level))
+        await self.settle(self.locks.free_locks_level(owner, level, now=time.time()))
 
     async def downgrade_locks_level(self, client: Client, level: str) -> None:
         owner = client.client_id
-        await self.settle(self.locks.downgrade_locks_level(owner, level))
+        await self.settle(self.locks.downgrade_locks_level(owner, level, now=time.time()))
 
     async def wait_locks_change(self, client: Client, since_serial: int, timeout: float) -> int:
         return await self.serial.wait(since_serial, timeout)
+
+    async def lock_waits(self, client: Client) -> list[LockWait]:
+        return self.locks.lock_waits(job_of_client)
 
     async def list_all_locks(self, client: Client) -> AllLocks:
         view = self.locks.list_all_locks()

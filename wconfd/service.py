@@ -108,7 +108,7 @@ class WConfd:
     def _install(self, persistence: Persistence) -> None:
         """Serve `persistence`'s state: the services over it and the dispatch table."""
         try:
-            manager = LockManager.restore(persistence.state.held_lists())
+            manager = LockManager.restore(persistence.state.held_lists(), time.time())
         except RestoreError as exc:
             raise StartupError(f"stored lock state is inconsistent: {exc}") from None
         self.persistence = persistence

@@ -18,6 +18,7 @@ from client.api.common import CommonApi
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
 from client.api.opcodes import check_opcodes
+from client.api.wconfd import LockHolder
 from client.errors import (
     FilterError,
     InvalidOpcode,
@@ -26,6 +27,7 @@ from client.errors import (
     PermissionDenied,
     QueueDrained,
     StorageError,
+    Timeout,
 )
 from client.vocabulary import FinalizedStatus
 
@@ -182,6 +184,86 @@ class DrainChange(msgspec.Struct, frozen=True):
     events: list[DrainEvent]
 
 
+# -- why_job (docs/contracts.md#why-a-job-waits) -------------------------------------------
+#
+# A chain of Steps, one per link from a job to what holds it; each Step's `kind` names its
+# shape.  (Disruption budgets, once they exist, add a "budget" Step here.)
+
+
+class FilterStep(msgspec.Struct, frozen=True, tag="filter", tag_field="kind"):
+    """A filter rule holds the job: its uuid and action (PAUSE; REJECT until the job is
+    canceled)."""
+
+    text: str
+    uuid: str
+    action: str
+
+
+class RateLimitStep(msgspec.Struct, frozen=True, tag="rate_limit", tag_field="kind"):
+    """A full rate limit: `bucket` is "filter/<uuid>" for a RATE_LIMIT rule, "<n>:<label>"
+    for a reason-trail bucket; `running` the running jobs it counts."""
+
+    text: str
+    bucket: str
+    limit: int
+    running: list[int]
+
+
+class SlotsStep(msgspec.Struct, frozen=True, tag="slots", tag_field="kind"):
+    """Every slot is taken: `running` jobs of `max_running_jobs`."""
+
+    text: str
+    running: int
+    max_running_jobs: int
+
+
+class DependencyStep(msgspec.Struct, frozen=True, tag="dependency", tag_field="kind"):
+    """The job waits for another job to finish; the chain goes on with that job's own."""
+
+    text: str
+    job_id: int
+    status: str
+
+
+class LockStep(msgspec.Struct, frozen=True, tag="lock", tag_field="kind"):
+    """The job waits for a lock, in `mode` (what it asked for), held by `held_by` (what
+    each holds, since when); the chain goes on with a holder's own."""
+
+    text: str
+    lock: str
+    mode: str
+    held_by: list[LockHolder]
+
+
+class DrainFlagStep(msgspec.Struct, frozen=True, tag="drain_flag", tag_field="kind"):
+    """The queue drain's rule holds the job (instead of a FilterStep)."""
+
+    text: str
+    target: Literal["queue"]
+    mode: Literal["soft", "hard"]
+
+
+class CycleStep(msgspec.Struct, frozen=True, tag="cycle", tag_field="kind"):
+    """The chain came back to a job already in it: a wait-for cycle of these jobs."""
+
+    text: str
+    job_ids: list[int]
+
+
+Step = (
+    FilterStep | RateLimitStep | SlotsStep | DependencyStep | LockStep | DrainFlagStep | CycleStep
+)
+
+
+class WhyJob(msgspec.Struct, frozen=True):
+    """What why_job answers: the job's status and the chain from it to what holds it
+    (empty for a job that runs unhindered or is finalized; at most 8 Steps)."""
+
+    job_id: int
+    status: str
+    chain: list[Step]
+
+
 class LuxiApi(CommonApi):
     """The job queue, its filters, and the reports of job processes."""
 
@@ -251,6 +333,13 @@ class LuxiApi(CommonApi):
         """The queue's change serial as soon as it is not `since_serial` (a job was added,
         changed or archived, or the drain flag set), or the current one at the timeout;
         `timeout` 0 reads it.  Event-driven, for watchers such as the dashboard."""
+
+    @rpc(NotFound, Timeout, reissue=True)
+    def why_job(self, job_id: JobId) -> WhyJob:
+        """Why a job is not running (docs/contracts.md#why-a-job-waits): the chain of what
+        holds it, link by link — a filter, a rate limit, the slots, a job it depends on,
+        a lock (then what holds the lock's holder) — ending at something that is not
+        waiting, or at a cycle; at most 8 Steps.  NotFound for an unknown job."""
 
     # -- filters (docs/contracts.md#filters) -----------------------------------------
 

@@ -114,6 +114,29 @@ class ClientInfo(msgspec.Struct, frozen=True):
     pending: PendingInfo | None
 
 
+class LockHolder(msgspec.Struct, frozen=True):
+    """One holder in the way of a waiting lock request: its client id, its job (null for
+    a client that is no job), the mode it holds and since when (epoch seconds: the grant
+    of that mode, or wconfd's start for locks held across a restart)."""
+
+    owner: str
+    job_id: int | None
+    mode: Mode
+    since: float
+
+
+class LockWait(msgspec.Struct, frozen=True):
+    """One blocked lock of a waiting request (docs/contracts.md#why-a-job-waits): who
+    waits (client id, job), for which lock, in which mode, since when, and who holds it."""
+
+    owner: str
+    job_id: int | None
+    lock: str
+    mode: Mode
+    since: float
+    held_by: list[LockHolder]
+
+
 class UpdateResult(msgspec.Struct, frozen=True):
     """What `update_object` answers."""
 
@@ -195,6 +218,13 @@ class WConfdApi(CommonApi):
     @rpc(reissue=True)
     def list_all_locks(self) -> AllLocks:
         """Every held lock with its owners, and every waiting request."""
+
+    @rpc(reissue=True)
+    def lock_waits(self) -> list[LockWait]:
+        """Every blocked lock of every waiting request, with the holders in its way: one
+        entry per lock a waiting request wants that someone holds in a conflicting mode
+        (a lock held back only by an earlier waiting request gives none).  What luxid's
+        why_job follows from a job to the jobs that hold it."""
 
     @rpc(reissue=True)
     def wait_locks_change(self, since_serial: int, timeout: Seconds) -> int:

@@ -184,6 +184,17 @@ def job_info(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def job_why(ctx: Context, args: argparse.Namespace) -> int:
+    """lw job why ID: what holds the job, one link a line, each indented two spaces more
+    than the one it hangs from (docs/contracts.md#why-a-job-waits)."""
+    answer = ctx.luxi.why_job(job_id=args.id)
+    for depth, step in enumerate(answer.chain):
+        ctx.out("  " * depth + step.text)
+    if not answer.chain:
+        ctx.note(f"job {args.id} is {answer.status}: nothing holds it")
+    return EXIT_OK
+
+
 def job_watch(ctx: Context, args: argparse.Namespace) -> int:
     """lw job watch ID: follow live; the exit code says how it ended."""
     try:

@@ -322,6 +322,16 @@ def _job_commands(b: _Builder, sub: Any) -> None:
     b.leaf(
         sub, "watch", "jobs:job_watch", "follow a job's log until it ends; exit 1 if it failed"
     ).add_argument("id", type=int)
+    b.leaf(
+        sub,
+        "why",
+        "jobs:job_why",
+        "why a job is not running: what holds it, then what holds that, one link a line",
+        description="Print the chain from the job to what holds it (a filter rule, a rate\n"
+        "limit, the slots, a job it depends on, a lock and its holder), one link a line,\n"
+        "each indented two spaces more than the one it hangs from.  Nothing is printed\n"
+        "for a job that runs unhindered or has ended.  See docs/operations.md.",
+    ).add_argument("id", type=int, help="the job's id")
     cancel = b.leaf(sub, "cancel", "jobs:job_cancel", "cancel a job")
     cancel.add_argument("id", type=int)
     cancel.add_argument(
@@ -433,7 +443,7 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
 GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "node": ("list, inspect, add, remove and modify nodes", _node_commands),
     "instance": ("list, inspect, add, remove and migrate instances", _instance_commands),
-    "job": ("list, inspect, follow, cancel and submit jobs", _job_commands),
+    "job": ("list, inspect, follow, explain, cancel and submit jobs", _job_commands),
     "filter": ("manage the job filter rules", _filter_commands),
     "queue": ("the job queue: summary and drain flag", _queue_commands),
     "lock": ("wconfd's locks", lock_commands),

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from luxid.filters.verdict import Verdict
+from luxid.filters.verdict import Hold, Verdict
 
 PREFIX: Final = "rate-limit"
 
@@ -159,19 +159,26 @@ class Admission:
             adm.occupy(verdict, buckets)
         return adm
 
-    def hold_reason(self, verdict: Verdict | None, buckets: Iterable[str]) -> str | None:
-        """Why a queued job may not start now (its pending_reason), or None if it may."""
+    def hold(self, verdict: Verdict | None, buckets: Iterable[str]) -> Hold | None:
+        """What keeps a queued job from starting now (its rule, a full bucket, its
+        RATE_LIMIT rule's slots), or None if it may."""
         if verdict is not None:
+            uuid = verdict.rule_uuid
             if verdict.action == "PAUSE":
-                return paused_reason(verdict.rule_uuid)
+                return Hold("paused", paused_reason(uuid), key=uuid)
             if verdict.action == "REJECT":
-                return rejected_result(verdict.rule_uuid)
+                return Hold("rejected", rejected_result(uuid), key=uuid)
         full = full_bucket(buckets, self.buckets)
         if full is not None:
-            return bucket_full_reason(full)
+            return Hold("bucket", bucket_full_reason(full), key=full)
         if verdict is not None and not rate_limit_allows(verdict, self.rules):
-            return rate_limited_reason(verdict.rule_uuid)
+            return Hold("rate_limit", rate_limited_reason(verdict.rule_uuid), key=verdict.rule_uuid)
         return None
+
+    def hold_reason(self, verdict: Verdict | None, buckets: Iterable[str]) -> str | None:
+        """Why a queued job may not start now (its pending_reason), or None if it may."""
+        held = self.hold(verdict, buckets)
+        return None if held is None else held.reason
 
     def occupy(self, verdict: Verdict | None, buckets: Iterable[str]) -> None:
         """Take the slots of a job that runs (or starts now)."""

@@ -1,5 +1,6 @@
-"""What the filter chain decides for one job: the type shared by the filter evaluator
-(luxid/filters) and the scheduler's selection step (luxid/jobs), so neither imports the other.
+"""What the filter chain decides for one job, and what holds a queued job back: the types
+shared by the filter evaluator (luxid/filters) and the scheduler's selection step
+(luxid/jobs), so neither imports the other.
 """
 
 from __future__ import annotations
@@ -19,3 +20,20 @@ class Verdict(msgspec.Struct, frozen=True):
     action: VerdictAction
     rule_uuid: str
     rate_limit: int = 0
+
+
+HoldKind = Literal["dependency", "paused", "rejected", "bucket", "rate_limit", "slots"]
+
+
+class Hold(msgspec.Struct, frozen=True):
+    """Why a scheduling pass does not start a queued job: the structure behind its
+    pending_reason (`reason`, the text), which `why_job` explains.
+
+    `key` is the rule's uuid (paused, rejected, rate_limit) or the reason bucket's key
+    (bucket); `job_id` the dependency waited for (dependency).
+    """
+
+    kind: HoldKind
+    reason: str
+    key: str = ""
+    job_id: int = 0

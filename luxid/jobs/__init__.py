@@ -54,6 +54,7 @@ from luxid.jobs.selection import (
     REASON_MAX_RUNNING,
     Selection,
     fill_free_slots,
+    hold_of,
     queue_order,
     select_jobs,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "fail_job",
     "fill_free_slots",
     "finish_opcode",
+    "hold_of",
     "is_finalized",
     "job_fields",
     "job_priority",

@@ -39,20 +39,27 @@ def _summary_value(value: Any) -> str:
     return str(value)
 
 
-def op_summary(op_input: dict[str, Any]) -> str:
-    """Ganeti's opSummary: OP_ID without "OP_", plus "(<value>)" of its describing param.
+def op_subject(op_input: dict[str, Any]) -> str | None:
+    """The value of an opcode's describing param as text ("web1"), None if it has none.
 
-    OP_TEST_DELAY shows its duration as a float ("TEST_DELAY(2.0)"), as Ganeti's `show`.
+    OP_TEST_DELAY shows its duration as a float ("2.0"), as Ganeti's `show`.
     """
     op_id = str(op_input.get("OP_ID", ""))
-    text = op_id[3:] if op_id.startswith("OP_") else op_id
     param = SUMMARY_FIELDS.get(op_id)
     if param is None or param not in op_input:
-        return text
+        return None
     value = op_input[param]
     if op_id == "OP_TEST_DELAY" and isinstance(value, int | float) and not isinstance(value, bool):
         value = float(value)
-    return f"{text}({_summary_value(value)})"
+    return _summary_value(value)
+
+
+def op_summary(op_input: dict[str, Any]) -> str:
+    """Ganeti's opSummary: OP_ID without "OP_", plus "(<value>)" of its describing param."""
+    op_id = str(op_input.get("OP_ID", ""))
+    text = op_id[3:] if op_id.startswith("OP_") else op_id
+    subject = op_subject(op_input)
+    return text if subject is None else f"{text}({subject})"
 
 
 def _per_op(fn: Callable[[OpCode], Any]) -> Callable[[Job], list[Any]]:

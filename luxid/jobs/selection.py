@@ -25,7 +25,7 @@ from typing import Final
 import msgspec
 
 from luxid.filters.ratelimit import Admission, paused_reason, rejected_result
-from luxid.filters.verdict import Verdict
+from luxid.filters.verdict import Hold, Verdict
 from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
 
@@ -33,6 +33,7 @@ VerdictOf = Callable[[Job], Verdict | None]
 BucketsOf = Callable[[Job], Iterable[str]]
 
 REASON_MAX_RUNNING: Final = "max running jobs reached"
+HOLD_MAX_RUNNING: Final = Hold("slots", REASON_MAX_RUNNING)
 
 
 class Selection(msgspec.Struct, frozen=True):
@@ -117,6 +118,29 @@ def fill_free_slots(
     return pass_.selection()
 
 
+def hold_of(
+    job: Job,
+    running: Sequence[Job],
+    max_running_jobs: int,
+    verdict_of: VerdictOf,
+    buckets_of: BucketsOf,
+    status_of: StatusOf,
+) -> Hold | None:
+    """What holds one queued job back now, decided as a pass decides it (the same
+    `_Pass` steps, over the same running jobs): None if it would start, or is not waiting
+    for anything (finalized, or about to be canceled or failed).
+
+    The pass examined alone: queued jobs ahead of it that a pending pass would start first
+    are not counted (they hold no slot yet), so between a change and the pass that follows
+    it a job may show as free that the pass then holds for `slots`.
+    """
+    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of)
+    eligible, verdict = pass_.classify(job, status_of)
+    if eligible:
+        pass_.admit(job, verdict)
+    return pass_.holds.get(job.id)
+
+
 def queue_order(job: Job) -> tuple[int, int]:
     """The key of the order in which queued jobs are considered: (priority, id)."""
     return job_priority(job), job.id
@@ -151,6 +175,12 @@ class _Pass:
         self.cancel: list[tuple[int, str]] = []
         self.fail: list[tuple[int, str]] = []
         self.pending: dict[int, str | None] = {}
+        self.holds: dict[int, Hold] = {}  # what `pending`'s reasons say, for why_job
+
+    def hold(self, job_id: int, held: Hold) -> None:
+        """Record why a queued job does not start in this pass."""
+        self.pending[job_id] = held.reason
+        self.holds[job_id] = held
 
     def classify(self, job: Job, status_of: StatusOf) -> tuple[bool, Verdict | None]:
         """Whether a queued job may compete for a slot (else its fate is recorded), and
@@ -164,7 +194,7 @@ class _Pass:
         if job.depends:
             dep = check_dependencies(job, status_of)
             if dep.action == "wait":
-                self.pending[job.id] = dep.message
+                self.hold(job.id, Hold("dependency", dep.message, job_id=dep.job_id or 0))
                 return False, verdict
             if dep.action == "cancel":
                 self.cancel.append((job.id, dep.message))
@@ -173,21 +203,24 @@ class _Pass:
                 self.fail.append((job.id, dep.message))
                 return False, verdict
         if verdict is not None and verdict.action == "PAUSE":
-            self.pending[job.id] = paused_reason(verdict.rule_uuid)
+            uuid = verdict.rule_uuid
+            self.hold(job.id, Hold("paused", paused_reason(uuid), key=uuid))
             return False, verdict
         return True, verdict
 
     def admit(self, job: Job, verdict: Verdict | None) -> None:
         """Start an eligible job if its rule, its buckets and the slot limit allow."""
         buckets = tuple(self.buckets_of(job))
-        reason = self.slots.hold_reason(verdict, buckets)
-        if reason is None and self.free_slots <= 0:
-            reason = REASON_MAX_RUNNING
-        self.pending[job.id] = reason
-        if reason is None:
-            self.free_slots -= 1
-            self.start.append(job.id)
-            self.slots.occupy(verdict, buckets)
+        held = self.slots.hold(verdict, buckets)
+        if held is None and self.free_slots <= 0:
+            held = HOLD_MAX_RUNNING
+        if held is not None:
+            self.hold(job.id, held)
+            return
+        self.pending[job.id] = None
+        self.free_slots -= 1
+        self.start.append(job.id)
+        self.slots.occupy(verdict, buckets)
 
     def selection(self) -> Selection:
         return Selection(

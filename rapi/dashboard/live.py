@@ -7,6 +7,9 @@ Changes are learnt from the daemons' event-driven waits, never from a timer:
 - wconfd's `wait_config_change(serial)` — nodes, instances, filters, drains;
 - wconfd's `wait_locks_change(serial)` — the lock table and its waiters.
 
+Beside each queued job listed and each waiting job the page shows the first link of its
+why_job chain (what holds it), asked of luxid for those jobs only.
+
 A snapshot reads the three serials first and then the data, so a change made while it
 reads bumps a serial past the one it holds and is pushed next: none is missed.  When
 nothing changes for `KEEPALIVE_SECONDS` the stream sends a comment (which also finds a
@@ -26,13 +29,16 @@ import msgspec
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors
+from client.api.luxi import WhyJob
 from rapi.dashboard.view import (
     FILTER_FIELDS,
     JOB_FIELDS,
     MAX_QUEUED,
     MAX_RECENT,
+    add_why,
     build_view,
     detail_ids,
+    why_ids,
 )
 
 log = logging.getLogger(__name__)
@@ -64,8 +70,22 @@ async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str
     view = build_view(
         config, msgspec.to_builtins(info), chosen, details, filters, msgspec.to_builtins(locks)
     )
+    add_why(view, await first_steps(luxi, why_ids(view)))
     view["marks"] = list(marks)
     return view
+
+
+async def first_steps(luxi: AsyncLuxiClient, ids: list[int]) -> dict[int, str]:
+    """The text of each job's first why_job Step (jobs with an empty chain, or that
+    vanished or could not be explained meanwhile, are left out)."""
+    answers = await asyncio.gather(
+        *(luxi.why_job(job_id=job_id) for job_id in ids), return_exceptions=True
+    )
+    return {
+        job_id: answer.chain[0].text
+        for job_id, answer in zip(ids, answers, strict=True)
+        if isinstance(answer, WhyJob) and answer.chain
+    }
 
 
 async def _first_true(waits: list[Any]) -> bool:

@@ -109,6 +109,19 @@ def _locks(all_locks: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[s
     return sorted(locks, key=lambda lk: lk["name"]), sorted(waiters, key=lambda w: w["since"])
 
 
+def why_ids(view: dict[str, Any]) -> list[int]:
+    """The jobs shown beside why they wait: the queued ones listed and the waiting ones."""
+    waiting = [j["id"] for j in view["active"] if j["status"] == "waiting"]
+    return [*(j["id"] for j in view["queued"]), *waiting]
+
+
+def add_why(view: dict[str, Any], first_steps: dict[int, str]) -> None:
+    """Put each listed job's first why_job Step (its text) in its `why` (None if nothing
+    holds it, or it moved on meanwhile)."""
+    for job in (*view["queued"], *view["active"]):
+        job["why"] = first_steps.get(job["id"])
+
+
 def detail_ids(overview: dict[str, Any]) -> list[int]:
     """The jobs whose details the page shows: those the overview chose."""
     return sorted({*overview["queued"], *overview["active"], *overview["recent"]})

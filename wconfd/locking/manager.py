@@ -1,8 +1,10 @@
 """The lock manager: the allocation plus waiting requests (rules 3-6 of
 docs/contracts.md#lock-rules).
 
-Pure: time and arrival are inputs (`since` is stored for display; arrival order is an
-internal counter), nothing here does I/O.  The daemon shell calls one method per RPC and
+Pure: time and arrival are inputs, nothing here does I/O.  Arrival order is an internal
+counter; the time is passed in by every call that may change holdings (`now`, keyword;
+it stamps the locks it grants, for `lock_waits`) and by every call that queues a request
+(`since`, for display).  The daemon shell calls one method per RPC and
 acts on the returned `Effects`.
 
 - Rule 5 (fairness): a request is not granted while a conflicting queued request ranks
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any
 
+from client.api.wconfd import LockWait
 from client.errors import DeadlockError, InvalidParams, PendingRequestError
 
 from .effects import Effects, Opportunistic, Update
@@ -42,6 +45,7 @@ from .names import (
 )
 from .table import Allocation, order_problem
 from .wait_queue import NEW, Request, WaitQueue
+from .waits import JobOf, lock_waits
 
 
 @dataclass(slots=True)
@@ -81,10 +85,11 @@ class LockManager:
     # -- durability ----------------------------------------------------------------------
 
     @classmethod
-    def restore(cls, held: Mapping[str, Any]) -> LockManager:
-        """A manager holding the locks of a `held()` snapshot, nothing pending.
+    def restore(cls, held: Mapping[str, Any], now: float = 0.0) -> LockManager:
+        """A manager holding the locks of a `held()` snapshot, nothing pending, each
+        counted as granted at `now`.
         Raises table.RestoreError if the snapshot is malformed or inconsistent."""
-        return cls(Allocation.restore(held))
+        return cls(Allocation.restore(held, now))
 
     def held(self) -> dict[str, list[list[str]]]:
         """Snapshot of all held locks: {owner: [[lock, mode]]} (pending is not persisted)."""
@@ -172,22 +177,41 @@ class LockManager:
             self._queue.add_fair_blockers(owner, missing, (ow.priority, NEW), found)
         return sorted(found)
 
+    def lock_waits(self, job_of: JobOf) -> list[LockWait]:
+        """`lock_waits`: per waiting request, in (priority, arrival) order, one entry per
+        lock it still wants that someone holds in a conflicting mode (waits.lock_waits).
+        `job_of` names the job of a client id (None for a client that is no job)."""
+        waits: list[Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
+        waits.sort(key=lambda r: (r.priority, r.seq))
+        alloc = self._alloc
+        waiting = [
+            (
+                r.owner,
+                r.wants if isinstance(r, Request) else alloc.wants(r.owner, r.usable),
+                float(r.since or 0.0),
+            )
+            for r in waits
+        ]
+        return lock_waits(alloc, waiting, job_of)
+
     def wait_for_graph(self) -> dict[str, list[str]]:
         """The wait-for graph of rule 6: queued owner -> sorted owners it waits for."""
         return self._queue.graph()
 
     # -- lock requests -------------------------------------------------------------------
 
-    def try_update(self, owner: str, request: Any, priority: int = 0) -> Update:
+    def try_update(
+        self, owner: str, request: Any, priority: int = 0, *, now: float = 0.0
+    ) -> Update:
         """`try_update_locks`: apply `request` atomically now, or change nothing and return
         the blockers (held locks, and rule 5's earlier conflicting waiters)."""
         pairs, _, found = self._checked(owner, request, priority)
         if found:
             return Update(applied=False, pending=False, blockers=sorted(found), effects=Effects())
-        return self._apply_now(owner, pairs)
+        return self._apply_now(owner, pairs, now)
 
     def update_waiting(
-        self, owner: str, request: Any, priority: int = 0, since: Any = None
+        self, owner: str, request: Any, priority: int = 0, since: Any = None, *, now: float = 0.0
     ) -> Update:
         """`update_locks_waiting`: like try_update, but a blocked request is queued
         (pending=True) and granted later by some operation's `Effects.granted`.
@@ -205,9 +229,9 @@ class LockManager:
                 )
             self._seq += 1
             return Update(applied=False, pending=True, blockers=sorted(found), effects=Effects())
-        return self._apply_now(owner, pairs)
+        return self._apply_now(owner, pairs, now)
 
-    def withdraw(self, owner: str) -> Update:
+    def withdraw(self, owner: str, *, now: float = 0.0) -> Update:
         """Drop `owner`'s pending request (timeout, connection closed); `blockers` are who
         blocked it.  Its removal may let others be granted (see effects)."""
         eff = Effects()
@@ -215,7 +239,7 @@ class LockManager:
         if req is not None:
             found = sorted(self._queue.edges(req))
             self._queue.dequeue(req)
-            self._settle(eff, (), req.wants)
+            self._settle(eff, (), req.wants, now)
             return Update(applied=False, pending=False, blockers=found, effects=eff)
         if owner in self._opp:
             found = self.blockers_of(owner)
@@ -223,7 +247,7 @@ class LockManager:
             return Update(applied=False, pending=False, blockers=found, effects=eff)
         return Update(applied=False, pending=False, blockers=[], effects=eff)
 
-    def set_priority(self, owner: str, priority: int) -> Effects:
+    def set_priority(self, owner: str, priority: int, *, now: float = 0.0) -> Effects:
         """Change the priority of `owner`'s pending request (change_job_priority).
         DeadlockError (nothing changed) if the new rank would close a wait-for cycle."""
         check_priority(priority)
@@ -233,7 +257,7 @@ class LockManager:
             ow = self._opp.get(owner)
             if ow is not None and ow.priority != priority:
                 ow.priority = priority
-                self._extend_opportunistic(eff)
+                self._extend_opportunistic(eff, now)
             return eff
         if req.priority == priority:
             return eff
@@ -245,37 +269,41 @@ class LockManager:
                 "the new priority would close a cycle in the wait-for graph: " + " -> ".join(cycle),
                 {"cycle": cycle},
             )
-        self._settle(eff, (), req.wants)
+        self._settle(eff, (), req.wants, now)
         return eff
 
     # -- releases (each first withdraws the owner's pending request) -------------------------
 
-    def free_locks(self, owner: str) -> Effects:
+    def free_locks(self, owner: str, *, now: float = 0.0) -> Effects:
         """`free_locks`: release everything `owner` holds."""
-        return self._owner_change(owner, lambda w: self._alloc.release_where(owner, _all, w))
+        return self._owner_change(owner, lambda w: self._alloc.release_where(owner, _all, w), now)
 
-    def free_locks_level(self, owner: str, level: str) -> Effects:
+    def free_locks_level(self, owner: str, level: str, *, now: float = 0.0) -> Effects:
         """`free_locks_level`: release `owner`'s locks (lockset and members) at `level`."""
         lvl = parse_level(level)
         return self._owner_change(
-            owner, lambda w: self._alloc.release_where(owner, lambda lk: lk.level == lvl, w)
+            owner, lambda w: self._alloc.release_where(owner, lambda lk: lk.level == lvl, w), now
         )
 
-    def downgrade_locks_level(self, owner: str, level: str) -> Effects:
+    def downgrade_locks_level(self, owner: str, level: str, *, now: float = 0.0) -> Effects:
         """`downgrade_locks_level`: exclusive -> shared for `owner`'s locks at `level`."""
         lvl = parse_level(level)
-        return self._owner_change(owner, lambda w: self._alloc.downgrade_level(owner, lvl, w))
+        return self._owner_change(
+            owner, lambda w: self._alloc.downgrade_level(owner, lvl, w, now), now
+        )
 
-    def intersect_locks(self, owner: str, locks: Any) -> Effects:
+    def intersect_locks(self, owner: str, locks: Any, *, now: float = 0.0) -> Effects:
         """`intersect_locks`: keep only these of `owner`'s locks."""
         keep = {lk.name for lk in parse_names(locks)}
         return self._owner_change(
-            owner, lambda w: self._alloc.release_where(owner, lambda lk: lk.name not in keep, w)
+            owner,
+            lambda w: self._alloc.release_where(owner, lambda lk: lk.name not in keep, w),
+            now,
         )
 
-    def remove_owner(self, owner: str) -> Effects:
+    def remove_owner(self, owner: str, *, now: float = 0.0) -> Effects:
         """Death of `owner`: drop its pending request and all its locks."""
-        return self.free_locks(owner)
+        return self.free_locks(owner, now=now)
 
     # -- opportunistic union ------------------------------------------------------------------
 
@@ -288,6 +316,7 @@ class LockManager:
         priority: int = 0,
         wait: bool = False,
         since: Any = None,
+        now: float = 0.0,
     ) -> Opportunistic:
         """`opportunistic_lock_union`: acquire now every pair (shared/exclusive only)
         that is free — no conflict, no earlier conflicting waiter (rule 5) — and passes the
@@ -314,7 +343,7 @@ class LockManager:
         pairs.sort(key=lambda p: p[0].key)
         ow = _OppWait(owner, pairs, usable, min_count, priority, self._seq + 1, since)
         eff = Effects()
-        done = self._opp_step(ow, eff)
+        done = self._opp_step(ow, eff, now)
         if wait and not done:
             self._seq += 1
             self._opp[owner] = ow
@@ -350,19 +379,19 @@ class LockManager:
                 self._queue.add_fair_blockers(owner, wants, (priority, NEW), found)
         return pairs, wants, found
 
-    def _apply_now(self, owner: str, pairs: list[Pair]) -> Update:
+    def _apply_now(self, owner: str, pairs: list[Pair], now: float) -> Update:
         """Apply an unblocked request and settle the queue if it released anything."""
         weakened: list[Lock] = []
         eff = Effects()
-        changes = self._alloc.apply(owner, pairs, weakened)
+        changes = self._alloc.apply(owner, pairs, weakened, now)
         if changes:
             eff.changes[owner] = changes
             if weakened and (self._pending or self._opp):
-                self._settle(eff, weakened, ())
+                self._settle(eff, weakened, (), now)
         return Update(applied=True, pending=False, blockers=[], effects=eff)
 
     def _owner_change(
-        self, owner: str, change: Callable[[list[Lock]], list[tuple[str, str]]]
+        self, owner: str, change: Callable[[list[Lock]], list[tuple[str, str]]], now: float
     ) -> Effects:
         """Withdraw the owner's pending request, run `change`, settle the queue."""
         eff = Effects()
@@ -376,15 +405,17 @@ class LockManager:
         weakened: list[Lock] = []
         eff.add_changes(owner, change(weakened))
         if weakened or req is not None:
-            self._settle(eff, weakened, removed)
+            self._settle(eff, weakened, removed, now)
         if ow is not None:
             eff.opportunistic[owner] = self._opp_result(ow)
         return eff
 
-    def _settle(self, eff: Effects, weakened: Iterable[Lock], removed: Iterable[Pair]) -> None:
+    def _settle(
+        self, eff: Effects, weakened: Iterable[Lock], removed: Iterable[Pair], now: float
+    ) -> None:
         """Grant, in (priority, arrival) order, every queued request that the released or
         downgraded locks `weakened`, or the withdrawn/granted wants `removed`, may have
-        unblocked — transitively; then extend opportunistic waits."""
+        unblocked — transitively, stamped `now`; then extend opportunistic waits."""
         pending = self._pending
         if pending:
             touched: set[str] = set()
@@ -405,7 +436,7 @@ class LockManager:
                     continue
                 self._queue.dequeue(req)
                 released: list[Lock] = []
-                eff.add_changes(owner, alloc.apply(owner, req.pairs, released))
+                eff.add_changes(owner, alloc.apply(owner, req.pairs, released, now))
                 eff.granted.append(owner)
                 more: set[str] = set()
                 for lock in released:
@@ -417,17 +448,17 @@ class LockManager:
                     r = pending[other]
                     heappush(heap, (r.priority, r.seq, other))
         if self._opp:
-            self._extend_opportunistic(eff)
+            self._extend_opportunistic(eff, now)
 
-    def _extend_opportunistic(self, eff: Effects) -> None:
+    def _extend_opportunistic(self, eff: Effects, now: float) -> None:
         """Acquire what has become free for each opportunistic wait, oldest first; report
         and drop those that are complete."""
         for owner, ow in sorted(self._opp.items(), key=lambda item: item[1].seq):
-            if self._opp_step(ow, eff):
+            if self._opp_step(ow, eff, now):
                 del self._opp[owner]
                 eff.opportunistic[owner] = self._opp_result(ow)
 
-    def _opp_step(self, ow: _OppWait, eff: Effects) -> bool:
+    def _opp_step(self, ow: _OppWait, eff: Effects, now: float) -> bool:
         """Acquire the free usable pairs of `ow` (if min_count allows); True when no usable
         pair is missing any more."""
         alloc = self._alloc
@@ -449,7 +480,7 @@ class LockManager:
             return False
         if ow.min_count and self._count_held(ow) + len(free) < ow.min_count:
             return False
-        eff.add_changes(owner, alloc.apply(owner, free, []))
+        eff.add_changes(owner, alloc.apply(owner, free, [], now))
         return len(free) == len(missing)
 
     def _count_held(self, ow: _OppWait) -> int:

@@ -2,7 +2,9 @@
 order rule (rule 2 of docs/contracts.md#lock-rules) and the atomic update with blockers —
 Ganeti's Locking/Allocation.hs, without waiting.
 
-Pure: no I/O, no clock.  State is mutated in place, but every operation checks first and
+Pure: no I/O, no clock: the time a change is made is passed in (`now`), and each held
+lock keeps the time it was granted in its current mode (`since`, for `lock_waits`).
+State is mutated in place, but every operation checks first and
 applies after, so an operation that raises or is blocked leaves the state unchanged.
 Indexes (holders per lock, member counts per level and owner) make a conflict check cost
 O(pairs + answer), independent of how many locks and owners the table holds.
@@ -195,11 +197,14 @@ def order_problem(mine: Mapping[str, str], top: LockKey, lock: Lock, mode: str) 
 class Allocation:
     """Held locks of every owner with conflict indexes; Ganeti's LockAllocation."""
 
-    __slots__ = ("_keys", "held_counts", "index", "owned")
+    __slots__ = ("_keys", "held_counts", "index", "owned", "since")
 
     def __init__(self) -> None:
         self.owned: dict[str, dict[str, str]] = {}
         """owner -> {lock name: mode}; owners holding nothing are absent."""
+        self.since: dict[str, dict[str, float]] = {}
+        """owner -> {lock name: when it was granted in its current mode} (the `now` of the
+        change that acquired, upgraded or downgraded it); the same keys as `owned`."""
         self.index = HolderIndex()
         self.held_counts: list[dict[str, int]] = [{SHARED: 0, EXCLUSIVE: 0} for _ in LEVELS]
         """level -> {mode: number of held entries}: the metrics' locks_held, kept here."""
@@ -208,6 +213,10 @@ class Allocation:
         kept in O(log n) per change so the order check never rescans the holdings."""
 
     # -- queries -----------------------------------------------------------------------
+
+    def since_of(self, owner: str, name: str) -> float:
+        """When `owner` was granted lock `name` in the mode it holds it (it holds it)."""
+        return self.since[owner][name]
 
     def mode_of(self, owner: str, name: str) -> str | None:
         """The mode in which `owner` holds lock `name`, or None."""
@@ -296,7 +305,7 @@ class Allocation:
 
     # -- changes -----------------------------------------------------------------------
 
-    def try_update(self, owner: str, request: Any) -> list[str]:
+    def try_update(self, owner: str, request: Any, now: float = 0.0) -> list[str]:
         """Ganeti's `updateLocks` on its own (no waiting queue): validate, check the order,
         apply atomically if nobody blocks; return the sorted blockers ([] = applied)."""
         pairs = parse_request(request)
@@ -304,16 +313,18 @@ class Allocation:
         found = self.blockers(owner, self.wants(owner, pairs))
         if found:
             return sorted(found)
-        self.apply(owner, pairs, [])
+        self.apply(owner, pairs, [], now)
         return []
 
     def apply(
-        self, owner: str, pairs: Iterable[Pair], weakened: list[Lock]
+        self, owner: str, pairs: Iterable[Pair], weakened: list[Lock], now: float = 0.0
     ) -> list[tuple[str, str]]:
         """Apply checked, unblocked pairs; append released/downgraded locks to `weakened`.
-        Returns the (lock name, mode or "release") pairs that changed `owner`'s holdings,
-        in order ([] if none did): the journal's record of this change."""
+        Locks acquired or changed in mode are stamped `now`.  Returns the (lock name, mode
+        or "release") pairs that changed `owner`'s holdings, in order ([] if none did): the
+        journal's record of this change."""
         mine = self.owned.get(owner)
+        stamps = self.since.get(owner)
         index = self.index
         changed: list[tuple[str, str]] = []
         for lock, mode in pairs:
@@ -325,25 +336,29 @@ class Allocation:
             if mode == RELEASE:
                 if cur is None:
                     continue
-                assert mine is not None
+                assert mine is not None and stamps is not None
                 del mine[name]
+                del stamps[name]
                 index.remove(owner, lock, cur)
                 weakened.append(lock)
                 keys = self._keys[owner]
                 del keys[bisect_left(keys, lock.key)]
             elif cur is None:
-                if mine is None:
+                if mine is None or stamps is None:
                     mine = self.owned[owner] = {}
+                    stamps = self.since[owner] = {}
                     self._keys[owner] = [lock.key]
                 else:
                     insort(self._keys[owner], lock.key)
                 mine[name] = mode
+                stamps[name] = now
                 index.add(owner, lock, mode)
                 counts[mode] += 1
             elif cur != mode:
-                assert mine is not None
+                assert mine is not None and stamps is not None
                 counts[mode] += 1
                 mine[name] = mode
+                stamps[name] = now
                 index.remove(owner, lock, cur)
                 index.add(owner, lock, mode)
                 if mode == SHARED:
@@ -353,6 +368,7 @@ class Allocation:
             changed.append((name, mode))
         if mine is not None and not mine:
             del self.owned[owner]
+            del self.since[owner]
             del self._keys[owner]
         return changed
 
@@ -367,7 +383,7 @@ class Allocation:
         return self.apply(owner, pairs, weakened)
 
     def downgrade_level(
-        self, owner: str, level: int, weakened: list[Lock]
+        self, owner: str, level: int, weakened: list[Lock], now: float = 0.0
     ) -> list[tuple[str, str]]:
         """Exclusive -> shared for each of `owner`'s locks at `level`; the changed pairs."""
         mine = self.owned.get(owner)
@@ -378,11 +394,12 @@ class Allocation:
             for lock, mode in ((parse_lock(name), mode) for name, mode in mine.items())
             if lock.level == level and mode == EXCLUSIVE
         ]
-        return self.apply(owner, pairs, weakened)
+        return self.apply(owner, pairs, weakened, now)
 
     @classmethod
-    def restore(cls, held: Mapping[str, Any]) -> Allocation:
-        """Rebuild from a `held()` snapshot; RestoreError if malformed or in conflict."""
+    def restore(cls, held: Mapping[str, Any], now: float = 0.0) -> Allocation:
+        """Rebuild from a `held()` snapshot; RestoreError if malformed or in conflict.
+        The snapshot keeps no grant times: every lock counts as granted at `now`."""
         alloc = cls()
         if not isinstance(held, Mapping):
             raise RestoreError(f"held locks must be a mapping, got {type(held).__name__}")
@@ -398,7 +415,7 @@ class Allocation:
                 raise RestoreError(
                     f"inconsistent lock state: {owner!r} conflicts with {sorted(found)}"
                 )
-            alloc.apply(owner, pairs, [])
+            alloc.apply(owner, pairs, [], now)
         return alloc
 
 

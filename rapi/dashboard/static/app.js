@@ -44,6 +44,9 @@ const summary = (job) => (job.summary || []).join(", ");
 const shortReason = (text) => h("span", { title: text },
   text.replace(/\b([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, "$1…"));
 
+// The first link of a job's why_job chain (what holds it), under its reason or locks.
+const whyLine = (job) => (job.why ? h("div", { class: "why" }, shortReason(job.why)) : null);
+
 function fillTable(sectionId, rows, tbodySelector) {
   const section = document.getElementById(sectionId);
   const tbody = section.querySelector(tbodySelector || "tbody");
@@ -90,12 +93,13 @@ function renderQueue(v) {
     ...v.pending_reasons.map(([reason, n]) => h("li", { class: "chip" }, shortReason(reason), " ", h("b", {}, n))));
   fillTable("queued", v.queued.map((j) =>
     h("tr", { "data-job-id": j.id }, h("td", { class: "num" }, j.id), h("td", { class: "what" }, summary(j)),
-      h("td", { class: "num" }, j.priority), h("td", { class: "reason" }, shortReason(j.pending_reason || "about to start")))));
+      h("td", { class: "num" }, j.priority),
+      h("td", { class: "reason" }, shortReason(j.pending_reason || "about to start"), whyLine(j)))));
   fillTable("running", v.active.map((j) =>
     h("tr", { "data-job-id": j.id }, h("td", { class: "num" }, j.id), h("td", { class: "what" }, summary(j)),
       h("td", {}, badge(j.status)),
       h("td", { class: "chips" }, j.locks.map((l) => lockChip(l)), j.wants.map((l) => lockChip(l, "wanted")),
-        j.locks.length + j.wants.length ? null : h("span", { class: "muted" }, "none")))));
+        j.locks.length + j.wants.length ? null : h("span", { class: "muted" }, "none"), whyLine(j)))));
   fillTable("recent", v.recent.map((j) =>
     h("tr", { "data-job-id": j.id }, h("td", { class: "num" }, j.id), h("td", { class: "what" }, summary(j)),
       h("td", {}, badge(j.status)), agoCell(j.end_ts))));
