@@ -4,20 +4,26 @@ view and its jobs."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from client.api.luxi import DrainStatus
+from client.vocabulary import CANCELING, RUNNING, WAITING
 from luxid.drains.moves import remaining
 from luxid.drains.progress import JobFacts
 from luxid.drains.record import DrainRecord
 from luxid.drains.view import ClusterView
 
+# A job that has started and not ended: its process runs, whether it waits for locks yet.
+_STARTED: Final = frozenset({WAITING, RUNNING, CANCELING})
+
 
 def _running(record: DrainRecord, jobs: Mapping[int, JobFacts]) -> int:
+    """How many of the drain's jobs have started and not ended."""
     count = 0
     for job in record.active:
         facts = jobs.get(job.id)
         status = facts.status if facts is not None else job.status
-        count += status in ("running", "canceling")
+        count += status in _STARTED
     return count
 
 
@@ -29,7 +35,7 @@ def drain_status(
     For a node: `total` = the instances it moved plus those still to move, `remaining` =
     the latter, `blocked` = those that cannot move now and why.  For the queue: `total` =
     the jobs it waits for, `remaining` = those unfinished.  `running` counts the drain's
-    jobs that are running now.
+    jobs that have started and not ended (waiting for locks, running or canceling).
     """
     if record.is_node:
         left = remaining(record, view)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack, delay
 from test_jobproc_opcodes import run as ok
 
-from client import errors
+from client import WConfdClient, errors
 from client.api.luxi import DrainStatus
 
 pytestmark = pytest.mark.timeout(180)
@@ -266,3 +266,28 @@ def test_a_deadline_passed_while_luxid_was_down_fires_at_start(stack: Stack) -> 
     assert done.deadline_reached and done.deadline == started.deadline
     assert placed(stack) == {"vm": "n2"}
     assert any(str(m).startswith("deadline passed") for m in messages(events))
+
+
+def test_moves_waiting_for_their_locks_count_as_running(stack: Stack) -> None:
+    """`running` counts the drain's jobs that started and have not ended, waiting for
+    their locks included (two moves blocked by a client holding the target node)."""
+    ok(stack, add_node("n1"), add_node("n2"))
+    ok(stack, create("a", 512, "n1"), create("b", 512, "n1"))
+    holder = WConfdClient(stack.wconfd.socket, name="holder")
+    assert holder.try_update_locks([["node/n2", "exclusive"]]) == []
+    try:
+        stack.lc.drain_node(node="n1", max_parallel=2)
+        _, events = follow(stack, "node/n1", lambda s: len(s.jobs) == 3)
+        moves = [int(m.split()[3]) for m in messages(events) if "migration job" in m]
+
+        def statuses() -> list[str]:
+            return [row[0] for row in stack.lc.query_jobs(ids=moves, fields=["status"]) if row]
+
+        stack.until(lambda: statuses() == ["waiting", "waiting"], timeout=30)
+        (drain,) = stack.lc.query_drains()
+        assert (drain.running, drain.remaining) == (2, 2)
+    finally:
+        holder.free_locks()
+        holder.close()
+    done, _ = follow(stack, "node/n1", lambda s: s.status == "complete")
+    assert done.running == 0 and placed(stack) == {"a": "n2", "b": "n2"}

@@ -50,6 +50,22 @@ def test_complete_when_every_job_up_to_the_watermark_finished():
     assert "job 39: error" in texts
 
 
+@pytest.mark.parametrize(
+    ("statuses", "running"),
+    [
+        (("queued", "queued", "queued"), 0),
+        (("waiting", "waiting", "queued"), 2),  # started, waiting for their locks
+        (("waiting", "running", "canceling"), 3),
+        (("running", "success", "error"), 1),
+    ],
+)
+def test_running_counts_the_jobs_that_started_and_did_not_end(statuses, running):
+    record, _ = started()
+    jobs = {job_id: JobFacts(status=s) for job_id, s in zip([38, 39, 40], statuses, strict=True)}
+    record, _ = queue_drain.step(record, jobs, NOW + 1)
+    assert drain_status(record, EMPTY, jobs).running == running
+
+
 def test_nothing_to_wait_for_completes_at_once():
     record = queue_drain.drain_queue(None, NOW, mode="soft", deadline=None, message="")
     record = queue_drain.filter_set(record, 7, [], NOW)
