@@ -144,6 +144,8 @@ class EventRing:
                 {"param": "after"},
             )
         gap = after < self.pruned
+        if not topics:  # asks only for `last`: the newest index
+            return EventBatch(events=[], last=self.last, gap=gap)
         at = max(self._start, bisect_right(self._indexes, after, lo=self._start))
         out: list[Event] = []
         events = self._events
