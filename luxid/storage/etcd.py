@@ -376,13 +376,16 @@ class EtcdJobStore:
             )
         return revisions
 
-    def claim(self, jobs: Iterable[Job]) -> None:
-        """Record this node as the one whose luxid serves, with the jobs a takeover changed,
-        in one transaction (luxid.takeover decides them)."""
+    def claim(self, jobs: Iterable[Job], events: Iterable[Event] = ()) -> None:
+        """Record this node as the one whose luxid serves, with the jobs a takeover changed
+        and their events, in one transaction (luxid.takeover decides them); the events are
+        kept for `load_events`."""
         with self.transaction() as tx:
             tx.update(jobs)
+            tx.append_events(events)
             tx.changes.append(Change((op_put(self.keys.master, self.node),)))
             tx.ids_at.append(tx.last_id)
+        self._events += tx.events
         self.previous_master = self.node
 
     def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:

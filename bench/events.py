@@ -1,0 +1,231 @@
+"""The event stream's figures (docs/contracts.md#events), with real wconfd, luxid and
+lw-rapi daemons:
+
+- latency: an SSE subscriber on `GET /2/events?topics=queue`; the bench toggles the drain
+  flag and times from the call's start (the change is durable before the call returns, so
+  this bounds the time from durable to delivered from above) to the frame read.  Target:
+  p99 ≤ 50 ms.
+- submits: `submit_job`/s, 64 in flight (a PAUSE rule keeps the jobs queued), with no
+  subscriber and with 100 subscribers following every topic of both daemons (a child
+  process running 100 watch_events loops per daemon), alternated, medians.  Target: with
+  100 ≥ 0.85 × without.
+- lock cycles: one client's durable acquire+release cycles/s with no subscriber and with
+  one subscriber to the other topics (wconfd then writes no lock events: a lock cycle
+  must cost the same), alternated, medians.  Target: ratio ≥ 0.97.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# Python puts this script's directory first; it holds bench/queue.py, which would shadow
+# the standard library's `queue`: move the directory to the end.
+sys.path.append(sys.path.pop(0))
+
+import queue as stdqueue
+
+from _durable_floor import cycles_per_s
+from _util import cpu_count, daemon, rapi, summary
+
+from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
+from client.api.common import TOPICS
+
+DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
+REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
+OTHER_TOPICS = [t for t in TOPICS if t != "lock"]
+
+
+# -- (a) latency ------------------------------------------------------------------------------
+
+
+def sse_frames(port: int, out: stdqueue.Queue[float], ready: threading.Event) -> None:
+    """Read `GET /2/events?topics=queue`; put the time each frame is complete."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/2/events?topics=queue")
+    resp = conn.getresponse()
+    ready.set()
+    data = False
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        if line.startswith(b"data:"):
+            data = True
+        elif line == b"\n" and data:
+            out.put(time.perf_counter())
+            data = False
+
+
+def latency(run: Path, port: int, samples: int) -> dict[str, Any]:
+    frames: stdqueue.Queue[float] = stdqueue.Queue()
+    ready = threading.Event()
+    threading.Thread(target=sse_frames, args=(port, frames, ready), daemon=True).start()
+    ready.wait(10)
+    time.sleep(0.2)
+    lc = LuxiClient(run / "luxid.sock")
+    got = []
+    for i in range(samples):
+        start = time.perf_counter()
+        lc.set_drain_flag(flag=i % 2 == 0)
+        got.append(frames.get(timeout=10) - start)
+    lc.set_drain_flag(flag=False)
+    lc.close()
+    return summary(got)
+
+
+# -- (b) submits with subscribers --------------------------------------------------------------
+
+
+async def subscribers(run: Path, count: int) -> None:
+    """`count` followers of every topic on each daemon, until stdin closes."""
+    luxi = [AsyncLuxiClient(run / "luxid.sock") for _ in range(count)]
+    wconfd = [AsyncWConfdClient(run / "wconfd.sock", name=f"sub{i}") for i in range(count)]
+
+    async def follow(client: Any) -> None:
+        after = (await client.watch_events(after=0, topics=[], timeout=0)).last
+        while True:
+            batch = await client.watch_events(after=after, topics=list(TOPICS), timeout=30)
+            after = batch.last
+
+    tasks = [asyncio.create_task(follow(c)) for c in luxi + wconfd]
+    await asyncio.sleep(1.0)
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    for task in tasks:
+        task.cancel()
+
+
+def submit_rate(run: Path, seconds: float, in_flight: int = 64) -> float:
+    async def go() -> float:
+        client = AsyncLuxiClient(run / "luxid.sock")
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                await client.submit_job(ops=[DELAY0])
+                done += 1
+
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        elapsed = time.perf_counter() - t
+        await client.close()
+        return done / elapsed
+
+    return asyncio.run(go())
+
+
+def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any]:
+    lc = LuxiClient(run / "luxid.sock")
+    uuid = lc.replace_filter(uuid=None, **PAUSE_ALL)
+    submit_rate(run, 1.0)  # warm the WAL up
+    without, with_subs = [], []
+    for _ in range(rounds):
+        without.append(submit_rate(run, seconds))
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--subscribe", str(run), "--count", str(count)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        with_subs.append(submit_rate(run, seconds))
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(10)
+    lc.replace_filter(uuid=uuid, **REJECT_ALL)
+    lc.delete_filter(uuid=uuid)
+    lc.close()
+    a, b = statistics.median(without), statistics.median(with_subs)
+    return {
+        "subscribers": count,
+        "without_per_s": round(a),
+        "with_per_s": round(b),
+        "ratio": round(b / a, 3),
+        "target_ratio": 0.85,
+    }
+
+
+# -- (c) lock cycles -----------------------------------------------------------------------------
+
+
+class _Stub:
+    def __init__(self, client: WConfdClient) -> None:
+        self.client = client
+
+    def acquire(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "exclusive"]])
+
+    def release(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "release"]])
+
+
+def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
+    client = WConfdClient(run / "wconfd.sock", name="bench-locks")
+    stop = threading.Event()
+
+    def subscriber() -> None:
+        with WConfdClient(run / "wconfd.sock", name="bench-sub") as sub:
+            after = sub.watch_events(after=0, topics=[], timeout=0).last
+            while not stop.is_set():
+                after = sub.watch_events(after=after, topics=OTHER_TOPICS, timeout=0.5).last
+
+    stub = _Stub(client)
+    cycles_per_s(stub, 1.0)
+    without, with_one = [], []
+    for _ in range(rounds):
+        without.append(cycles_per_s(stub, seconds))
+        stop.clear()
+        thread = threading.Thread(target=subscriber)
+        thread.start()
+        time.sleep(0.1)
+        with_one.append(cycles_per_s(stub, seconds))
+        stop.set()
+        thread.join()
+    events = client.watch_events(after=0, topics=["lock"], timeout=0).events
+    client.close()
+    a, b = statistics.median(without), statistics.median(with_one)
+    return {
+        "without_per_s": round(a),
+        "with_one_subscriber_per_s": round(b),
+        "ratio": round(b / a, 3),
+        "lock_events_written": len(events),
+        "target_ratio": 0.97,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribe", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=100, help="subscribers (default 100)")
+    parser.add_argument("--samples", type=int, default=300, help="latency samples")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement")
+    args = parser.parse_args()
+    if args.subscribe is not None:
+        asyncio.run(subscribers(args.subscribe, args.count))
+        return
+    with daemon("wconfd") as (run, state), daemon("luxid", base=run.parent):
+        with rapi(run, state, "--allow-anonymous-read") as conn:
+            port = conn.port
+            out: dict[str, Any] = {"bench": "events", "cpus": cpu_count()}
+            out["latency"] = {**latency(run, port, args.samples), "target_p99_ms": 50}
+        out["submits"] = submits(run, args.count, args.rounds, args.seconds)
+        out["lock_cycles"] = lock_cycles(run, args.rounds, args.seconds)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
