@@ -88,14 +88,15 @@ class WConfd:
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         if state_dir is not None:
             local = open_local_store(state_dir)
-            local.stats.on_write = self.metrics.histogram(
-                "lockwarden_journal_flush_seconds"
-            ).observe
             store: DurableStore[Snapshot, Record] = local
             persistence = Persistence(store, _load(store, state_dir, self.retention))
             for record in self._restore_plan(persistence.state, lambda owner: False):
                 persistence.commit_sync(record)
             persistence.commit_sync(self._master_note(persistence.state))
+            # The flush metric counts the writes of the serving daemon, from here on.
+            local.stats.on_write = self.metrics.histogram(
+                "lockwarden_journal_flush_seconds"
+            ).observe
         else:
             assert standby_store is not None, "a standby needs its store"
             persistence = Persistence(
