@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Collection, Iterable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from client.api.common import Event, EventBatch, Topic
+import msgspec
+
+from client.api.common import Event, Topic
 from client.errors import InvalidParams
 
 EVENT_SLOTS: Final = 1 << 16
@@ -76,8 +78,43 @@ class Retention:
         return self.min_age is None or newest_ts - oldest_ts > self.min_age
 
 
+class _Kept(NamedTuple):
+    """One kept event: what reading and pruning look at, and its JSON, encoded once."""
+
+    index: int
+    ts: float
+    topic: str
+    json: msgspec.Raw
+
+
+class _Head(msgspec.Struct):
+    """The fields of an Event's JSON the ring needs (decoding the rest is skipped)."""
+
+    index: int
+    ts: float
+    topic: str
+
+
+class RawBatch(msgspec.Struct):
+    """watch_events' answer as the daemon sends it: the kept JSON of each event (encoded
+    once, however many followers get it); a stub decodes it as client.api.common's
+    EventBatch."""
+
+    events: list[msgspec.Raw]
+    last: int
+    gap: bool
+
+
+_encoder = msgspec.json.Encoder()
+_head = msgspec.json.Decoder(_Head)
+_events = msgspec.json.Decoder(list[Event])
+
+
 class EventRing:
-    """Kept events by index, the newest index ever, the highest index dropped."""
+    """Kept events by index, the newest index ever, the highest index dropped.
+
+    Each event is kept as its JSON (encoded when it is added): a few hundred bytes, not a
+    Struct and its dict, and nothing to encode again per follower."""
 
     __slots__ = ("_events", "_indexes", "_start", "last", "pruned", "retention")
 
@@ -85,7 +122,7 @@ class EventRing:
         self, retention: Retention | None = None, *, last: int = 0, pruned: int = 0
     ) -> None:
         self.retention = retention or Retention()
-        self._events: list[Event] = []
+        self._events: list[_Kept] = []
         self._indexes: list[int] = []
         self._start = 0
         self.last = last
@@ -94,20 +131,36 @@ class EventRing:
     def __len__(self) -> int:
         return len(self._events) - self._start
 
+    def kept_json(self) -> list[msgspec.Raw]:
+        """Every kept event's JSON, oldest first."""
+        return [kept.json for kept in self._events[self._start :]]
+
     def kept(self) -> list[Event]:
         """Every kept event, oldest first."""
-        return self._events[self._start :]
+        return _events.decode(_encoder.encode(self.kept_json()))
 
     def extend(self, events: Iterable[Event]) -> None:
         """Append numbered events (each above every index before: ValueError else), then
         drop what the retention lets go."""
         for event in events:
-            if event.index <= self.last:
-                raise ValueError(f"event index {event.index} is not above {self.last}")
-            self._events.append(event)
-            self._indexes.append(event.index)
-            self.last = event.index
+            raw = msgspec.Raw(_encoder.encode(event))
+            self._append(_Kept(event.index, event.ts, event.topic, raw))
         self._prune()
+
+    def extend_json(self, raws: Iterable[bytes | msgspec.Raw]) -> None:
+        """`extend` with events as JSON (a snapshot's, a store's)."""
+        for raw in raws:
+            head = _head.decode(raw)
+            kept = raw if isinstance(raw, msgspec.Raw) else msgspec.Raw(raw)
+            self._append(_Kept(head.index, head.ts, head.topic, kept))
+        self._prune()
+
+    def _append(self, kept: _Kept) -> None:
+        if kept.index <= self.last:
+            raise ValueError(f"event index {kept.index} is not above {self.last}")
+        self._events.append(kept)
+        self._indexes.append(kept.index)
+        self.last = kept.index
 
     def set_last(self, index: int) -> None:
         """The newest index moved without an event kept here (a number spent on nothing:
@@ -119,10 +172,10 @@ class EventRing:
         events, retention = self._events, self.retention
         if not events:
             return
-        newest = events[-1]
+        newest_ts = events[-1].ts
         start = self._start
         kept = len(events) - start
-        while kept and retention.drops(events[start], newest, kept):
+        while kept and retention.drops_at(events[start].ts, newest_ts, kept):
             self.pruned = events[start].index
             start += 1
             kept -= 1
@@ -132,7 +185,7 @@ class EventRing:
             del self._indexes[:start]
             self._start = 0
 
-    def read(self, after: int, topics: Collection[str], limit: int) -> EventBatch:
+    def read(self, after: int, topics: Collection[str], limit: int) -> RawBatch:
         """watch_events' answer now: up to `limit` kept events above `after` of `topics`.
 
         InvalidParams when `after` is above the newest index (a cursor of another daemon
@@ -145,15 +198,16 @@ class EventRing:
             )
         gap = after < self.pruned
         if not topics:  # asks only for `last`: the newest index
-            return EventBatch(events=[], last=self.last, gap=gap)
+            return RawBatch(events=[], last=self.last, gap=gap)
         at = max(self._start, bisect_right(self._indexes, after, lo=self._start))
-        out: list[Event] = []
+        out: list[msgspec.Raw] = []
+        last = self.last
         events = self._events
         for i in range(at, len(events)):
-            event = events[i]
-            if event.topic in topics:
-                out.append(event)
+            kept = events[i]
+            if kept.topic in topics:
+                out.append(kept.json)
+                last = kept.index
                 if len(out) >= limit:
                     break
-        last = out[-1].index if out else self.last
-        return EventBatch(events=out, last=last, gap=gap)
+        return RawBatch(events=out, last=last, gap=gap)

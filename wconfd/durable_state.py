@@ -63,7 +63,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     config: ConfigDocument
     reservations: ReservationSnapshot = msgspec.field(default_factory=ReservationSnapshot)
     locks: dict[str, Held] = {}
-    events: list[Event] = []
+    events: list[msgspec.Raw] = []  # each an Event's JSON
     events_last: int = 0
     events_pruned: int = 0
 
@@ -95,7 +95,7 @@ class DurableState:
     def from_snapshot(cls, snap: Snapshot, retention: Retention | None = None) -> DurableState:
         """Rebuild from a snapshot (validates the config)."""
         ring = EventRing(retention, pruned=snap.events_pruned)
-        ring.extend(snap.events)
+        ring.extend_json(snap.events)
         ring.set_last(snap.events_last)
         return cls(
             ConfigState(snap.config),
@@ -159,7 +159,7 @@ class DurableState:
             {
                 "reservations": self.reservations.snapshot(),
                 "locks": self.held_lists(),
-                "events": ring.kept(),
+                "events": ring.kept_json(),
                 "events_last": ring.last,
                 "events_pruned": ring.pruned,
             }

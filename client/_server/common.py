@@ -7,10 +7,10 @@ from typing import Any
 
 from client import __version__
 from client._server.event_log import EventLog
-from client.events import EventRing
+from client.events import EventRing, RawBatch
 from client._server.metrics import Registry
 from client._server.roles import Role, SingleNode
-from client.api.common import EventBatch, RoleInfo, VersionInfo
+from client.api.common import RoleInfo, VersionInfo
 from client.protocol import PROTOCOL_VERSION
 
 
@@ -44,5 +44,5 @@ class CommonMethods:
 
     async def watch_events(
         self, conn: Any, after: int, topics: list[str] | None, timeout: float, limit: int
-    ) -> EventBatch:
+    ) -> RawBatch:
         return await self.events.watch(after, topics, timeout, limit)

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from client._server.change_serial import MAX_WAIT
-from client.events import EventRing
-from client.api.common import DEFAULT_TOPICS, Event, EventBatch
+from client.events import EventRing, RawBatch
+from client.api.common import DEFAULT_TOPICS, Event
 
 LOCK_INTEREST: Final = 30.0
 WAKE_INTERVAL: Final = 0.005
@@ -78,9 +78,10 @@ class EventLog:
 
     async def watch(
         self, after: int, topics: Iterable[str] | None, timeout: float, limit: int
-    ) -> EventBatch:
+    ) -> RawBatch:
         """watch_events: the events after `after` at once, or the first that come within
-        `timeout` s (InvalidParams for an `after` above the newest index)."""
+        `timeout` s (InvalidParams for an `after` above the newest index).  The answer
+        carries each event's kept JSON; the stubs decode it as an EventBatch."""
         wanted = DEFAULT_TOPICS if topics is None else frozenset(topics)
         follows_locks = "lock" in wanted
         if follows_locks:

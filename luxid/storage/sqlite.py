@@ -81,7 +81,7 @@ _FINALIZED_SQL: Final = "(" + ", ".join(f"'{s}'" for s in sorted(FINALIZED_STATU
 _job_encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
 _log_decoder = msgspec.msgpack.Decoder(LogEntry)
-_event_decoder = msgspec.msgpack.Decoder(Event)
+_event_json = msgspec.json.Encoder()  # events are kept as JSON: loaded without decoding
 
 
 def default_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -128,7 +128,7 @@ class SqliteTransaction:
             return
         self._conn.executemany(
             "INSERT INTO events(idx, ts, data) VALUES (?, ?, ?)",
-            [(e.index, e.ts, _job_encoder.encode(e)) for e in events],
+            [(e.index, e.ts, _event_json.encode(e)) for e in events],
         )
         self._last_event = events[-1].index
         self.events += events
@@ -349,21 +349,20 @@ class SqliteJobStore:
         """The kept events as a ring under `retention` (which later transactions prune by
         too); the ring knows the newest index ever and that the older ones are gone."""
         self.retention = retention
+        floor = self._last_event - retention.keep
         with self._lock:
-            rows = self._read(
-                "SELECT data FROM events WHERE idx > ? ORDER BY idx",
-                (self._last_event - retention.keep,),
-            )
-            if retention.min_age is not None and rows:
-                newest = _event_decoder.decode(rows[-1][0])
-                rows = self._read(
-                    "SELECT data FROM events WHERE idx > ? OR ts >= ? ORDER BY idx",
-                    (self._last_event - retention.keep, newest.ts - retention.min_age),
-                )
-        events = [_event_decoder.decode(row[0]) for row in rows]
-        first = events[0].index if events else self._last_event + 1
-        ring = EventRing(retention, last=0, pruned=first - 1)
-        ring.extend(events)
+            if retention.min_age is not None:
+                newest = self._read("SELECT ts FROM events ORDER BY idx DESC LIMIT 1")
+                if newest:
+                    young = self._read(
+                        "SELECT MIN(idx) FROM events WHERE ts >= ?",
+                        (newest[0][0] - retention.min_age,),
+                    )
+                    floor = min(floor, int(young[0][0]) - 1)
+            rows = self._read("SELECT idx, data FROM events WHERE idx > ? ORDER BY idx", (floor,))
+        first = rows[0][0] if rows else self._last_event + 1
+        ring = EventRing(retention, pruned=first - 1)
+        ring.extend_json(data for _, data in rows)
         ring.set_last(self._last_event)
         return ring
 

@@ -69,6 +69,7 @@ def all_events(client: Any, topics: list[str] | None = None) -> list[dict[str, A
 # -- luxid ------------------------------------------------------------------------------------
 
 
+@pytest.mark.local_store("indexes grow by exactly one only on local files")
 def test_a_jobs_status_changes_are_events_from_submit_to_the_end(stack):
     after = newest(stack.lc)
     job = stack.submit(delay())
@@ -181,6 +182,7 @@ def test_wconfd_config_events_and_lock_events_only_while_followed(stack):
     assert owners[0] == owners[2] != owners[1] == owners[3]
 
 
+@pytest.mark.local_store("indexes grow by exactly one only on local files")
 def test_gap_with_a_small_retention_on_both_daemons(daemon_factory):
     wconfd = daemon_factory("wconfd", "--event-retention", "3").start()
     luxid = daemon_factory("luxid", "--event-retention", "3").start()
@@ -205,6 +207,7 @@ def indexes(client: Any) -> list[int]:
     return [e["index"] for e in all_events(client)]
 
 
+@pytest.mark.local_store("indexes grow by exactly one only on local files")
 @pytest.mark.parametrize("daemon", ["luxid", "wconfd"])
 def test_indexes_go_on_without_repeat_or_hole_after_kill9(stack, daemon):
     client = stack.lc if daemon == "luxid" else stack.wc

@@ -1,7 +1,9 @@
 """Event indexes on the etcd store (docs/contracts.md#events): derived from the revision
 of each write, they only grow and never repeat — on one master, and across a forced
-failover to another node's luxid, whose first events come above every index the old
-master handed out and which still serves the old master's kept events.
+failover: another node's luxid's first events come above every index the old master
+handed out, and it still serves the old master's kept events; another node's wconfd
+(which keeps no events in etcd) numbers its first above every index of the old term and
+answers `gap` to a cursor of it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
 from ha_luxid_testlib import FAILOVER_LIMIT, Node
+from ha_testlib import WconfdNode, first_answer, wait_master
 from luxid_testlib import FINAL, delay
+
+from client import WConfdClient
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -80,3 +85,36 @@ def test_indexes_grow_and_never_repeat_across_a_forced_failover(nodes: list[Node
     assert every == sorted(set(every)), "an index repeated or went back"
     top = two.lc.watch_events(after=0, topics=[], timeout=0).last
     assert top == every[-1]
+
+
+def add_nodes(wc: WConfdClient, *names: str) -> None:
+    for name in names:
+        wc.update_locks_waiting(request=[[f"node/{name}", "exclusive"]], timeout=10)
+        wc.add_object(kind="node", object={"name": name, "group": "default"})
+
+
+def test_wconfd_indexes_grow_across_a_forced_failover(tmp_path: Path, etcd_store_url: str):
+    nodes = [WconfdNode(tmp_path, f"node{i}", etcd_store_url) for i in (1, 2)]
+    try:
+        nodes[0].start()
+        wait_master(nodes[:1])
+        nodes[1].start()
+        one, two = nodes
+        with one.client("writer") as wc:
+            add_nodes(wc, "a", "b", "c")
+            before = wc.watch_events(after=0, topics=["config", "role"], timeout=0)
+        indexes = [e.index for e in before.events]
+        assert indexes == sorted(set(indexes)) and len(indexes) >= 4
+        assert [e.key for e in before.events if e.topic == "config"] == ["node/a", "node/b", "node/c"]
+        one.kill()
+        first_answer(two, timeout=10.0)
+        with two.client("writer2") as wc:
+            add_nodes(wc, "d")
+            gone = wc.watch_events(after=before.last, topics=["config", "role"], timeout=0)
+            assert gone.gap
+            after = gone.events
+            assert [e.key for e in after] == ["node/node2", "node/d"]
+            assert after[0].index > before.last and after[1].index > after[0].index
+    finally:
+        for node in nodes:
+            node.stop()

@@ -7,13 +7,22 @@ the retention keeps at least `keep` events and everything younger than the age f
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.api.common import DEFAULT_TOPICS, TOPICS, Event
+from client.api.common import DEFAULT_TOPICS, TOPICS, Event, EventBatch
 from client.errors import InvalidParams
 from client.events import EventRing, Retention, new_event, numbered
+
+
+def read(ring: EventRing, after: int, topics: Collection[str], limit: int) -> EventBatch:
+    """The ring's answer as a stub decodes it (the daemon sends each event's kept JSON)."""
+    wire = msgspec.json.encode(ring.read(after, topics, limit))
+    return msgspec.json.decode(wire, type=EventBatch)
 
 topic = st.sampled_from(TOPICS)
 
@@ -36,7 +45,7 @@ def follow(ring: EventRing, after: int, topics: frozenset[str], limit: int) -> l
     """What a subscriber following `last` from `after` collects (no gap expected)."""
     seen: list[Event] = []
     for _ in range(1000):
-        batch = ring.read(after, topics, limit)
+        batch = read(ring, after, topics, limit)
         assert not batch.gap
         seen += batch.events
         if not batch.events:
@@ -66,9 +75,9 @@ def test_a_gap_is_reported_exactly_when_events_after_after_were_dropped(events, 
     dropped = events[: len(events) - len(kept)]
     if after > ring.last:
         with pytest.raises(InvalidParams):
-            ring.read(after, DEFAULT_TOPICS, 10)
+            read(ring, after, DEFAULT_TOPICS, 10)
         return
-    batch = ring.read(after, frozenset(TOPICS), 10**6)
+    batch = read(ring, after, frozenset(TOPICS), 10**6)
     assert batch.gap == any(e.index > after for e in dropped)
     assert batch.events == [e for e in kept if e.index > after]
 
@@ -91,10 +100,10 @@ def test_the_age_floor_keeps_everything_young_and_at_least_keep(events, keep, mi
 def test_the_newest_index_alone_and_after_too_big():
     ring = EventRing()
     ring.extend(numbered([new_event("wconfd", "config", "add", "node/n1", {}, 1.0)] * 3, 1))
-    assert ring.read(0, (), 1).last == 3  # no topics: only `last`
-    assert ring.read(3, DEFAULT_TOPICS, 5).events == []
+    assert read(ring, 0, (), 1).last == 3  # no topics: only `last`
+    assert read(ring, 3, DEFAULT_TOPICS, 5).events == []
     with pytest.raises(InvalidParams, match="above the newest event index"):
-        ring.read(4, DEFAULT_TOPICS, 5)
+        read(ring, 4, DEFAULT_TOPICS, 5)
     with pytest.raises(ValueError):
         ring.extend(numbered([new_event("wconfd", "config", "add", "n", {}, 1.0)], 3))
 
@@ -103,13 +112,24 @@ def test_lock_is_not_a_default_topic():
     assert DEFAULT_TOPICS == frozenset(TOPICS) - {"lock"}
 
 
+def test_events_kept_as_json_come_back_the_same():
+    events = numbered([new_event("wconfd", "lock", "granted", "node/n1", {"owner": "c"}, 2.5)] * 4, 7)
+    ring = EventRing()
+    ring.extend(events[:2])
+    ring.extend_json(msgspec.json.encode(e) for e in events[2:])
+    assert ring.kept() == events
+    again = EventRing()
+    again.extend_json(ring.kept_json())
+    assert again.kept() == events and again.last == 10
+
+
 def test_set_last_only_moves_up_and_a_compacted_ring_reads_the_same():
     ring = EventRing(Retention(3, None))
     events = numbered([new_event("luxid", "job", "status", "job/1", {}, 1.0)] * 5000, 1)
     for chunk in range(0, 5000, 100):
         ring.extend(events[chunk : chunk + 100])
     assert [e.index for e in ring.kept()] == [4998, 4999, 5000]
-    assert ring.read(4997, DEFAULT_TOPICS, 10).events == events[-3:]
-    assert ring.read(10, DEFAULT_TOPICS, 10).gap
+    assert read(ring, 4997, DEFAULT_TOPICS, 10).events == events[-3:]
+    assert read(ring, 10, DEFAULT_TOPICS, 10).gap
     ring.set_last(2)
     assert ring.last == 5000
