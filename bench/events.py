@@ -8,7 +8,7 @@ lw-rapi daemons:
 - submits: `submit_job`/s, 64 in flight (a PAUSE rule keeps the jobs queued), with no
   subscriber and with 100 subscribers following every topic of both daemons (a child
   process running 100 watch_events loops per daemon), alternated, medians.  Target: with
-  100 ≥ 0.85 × without.
+  100 ≥ 0.85 x without.
 - lock cycles: one client's durable acquire+release cycles/s with no subscriber and with
   one subscriber to the other topics (wconfd then writes no lock events: a lock cycle
   must cost the same), alternated, medians.  Target: ratio ≥ 0.97.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import statistics
 import subprocess

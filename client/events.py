@@ -81,7 +81,7 @@ class Retention:
 class _Kept(NamedTuple):
     """One kept event: what reading and pruning look at, and its JSON, encoded once."""
 
-    index: int
+    number: int  # the event's index (`index` is tuple's own method)
     ts: float
     topic: str
     json: msgspec.Raw
@@ -156,11 +156,11 @@ class EventRing:
         self._prune()
 
     def _append(self, kept: _Kept) -> None:
-        if kept.index <= self.last:
-            raise ValueError(f"event index {kept.index} is not above {self.last}")
+        if kept.number <= self.last:
+            raise ValueError(f"event index {kept.number} is not above {self.last}")
         self._events.append(kept)
-        self._indexes.append(kept.index)
-        self.last = kept.index
+        self._indexes.append(kept.number)
+        self.last = kept.number
 
     def set_last(self, index: int) -> None:
         """The newest index moved without an event kept here (a number spent on nothing:
@@ -176,7 +176,7 @@ class EventRing:
         start = self._start
         kept = len(events) - start
         while kept and retention.drops_at(events[start].ts, newest_ts, kept):
-            self.pruned = events[start].index
+            self.pruned = events[start].number
             start += 1
             kept -= 1
         self._start = start
@@ -207,7 +207,7 @@ class EventRing:
             kept = events[i]
             if kept.topic in topics:
                 out.append(kept.json)
-                last = kept.index
+                last = kept.number
                 if len(out) >= limit:
                     break
         return RawBatch(events=out, last=last, gap=gap)

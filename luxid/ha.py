@@ -36,9 +36,9 @@ from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
 from client.errors import StorageError
+from luxid.events import job_events
 from luxid.role import LeaderFollower, standby_methods
 from luxid.storage.etcd import EtcdJobStore
-from luxid.events import job_events
 from luxid.takeover import take_over
 from luxid.term import STOP_GRACE, LuxidTerm, stop_job_processes
 

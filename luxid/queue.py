@@ -28,6 +28,7 @@ from client.filterrules import FilterRule
 from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.vocabulary import JOB_STATUSES
 from luxid.active_filters import ActiveFilters
+from luxid.events import drain_flag_event, filter_event
 from luxid.jobs import (
     Job,
     cancel_job,
@@ -43,7 +44,6 @@ from luxid.jobs import (
     validate_fields,
 )
 from luxid.jobs.reports import apply_report, first_directive
-from luxid.events import drain_flag_event, filter_event
 from luxid.live_jobs import LiveJobs
 from luxid.overview import queue_overview
 from luxid.processes import JobProcesses, Spawner, SpawnError

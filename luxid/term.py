@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from client._server.dispatch import Handler, build_methods
 from client._server.event_log import EventLog
 from client._server.metrics import instrument

@@ -16,7 +16,7 @@ import msgspec
 from aiohttp import web
 
 from client import errors
-from rapi import openapi
+from rapi import events, openapi
 from rapi.auth import REALM, Authorizer, Verdict
 from rapi.routes import ROUTES, RPC_STATUS
 from rapi.routing import Backend, HttpError, Request, Route

@@ -87,7 +87,8 @@ async def get_events(req: Request) -> web.StreamResponse:
 async def end_streams(app: web.Application) -> None:
     """On shutdown: end the open streams (they never end by themselves), so lw-rapi stops
     at once rather than after aiohttp's grace period."""
-    for task in list(app[STREAMS]):
+    streams = app[STREAMS]
+    for task in list(streams):
         task.cancel()
 
 

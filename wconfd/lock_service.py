@@ -28,6 +28,7 @@ from typing import Any, cast
 
 from client._server.change_serial import ChangeSerial
 from client._server.metrics import Registry
+from client.api.common import Event
 from client.api.wconfd import (
     AllLocks,
     LockInfo,
@@ -38,7 +39,6 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.api.common import Event
 from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
 from wconfd.clients import Client, parse_client_id
 from wconfd.durable_state import EventNote, LockChange, Record

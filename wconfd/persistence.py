@@ -233,8 +233,7 @@ class Persistence:
     ) -> None:
         try:
             futures = [
-                self.store.append_nowait(record, on_durable=self._apply)
-                for _, record, _ in staged
+                self.store.append_nowait(record, on_durable=self._apply) for _, record, _ in staged
             ]
         except StorageError as exc:  # broken or closed store: nothing was queued
             failure: BaseException | None = exc

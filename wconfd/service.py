@@ -28,10 +28,10 @@ from client._server.roles import Role, SingleNode
 from client._server.runner import StartupError
 from client._server.server import Connection
 from client.api.common import RoleInfo
-from client.events import EventRing, Retention, new_event
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
 from client.errors import InvalidParams, RpcError
+from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
@@ -92,7 +92,7 @@ class WConfd:
             persistence = Persistence(store, _load(store, state_dir, self.retention))
             for record in self._restore_plan(persistence.state, lambda owner: False):
                 persistence.commit_sync(record)
-            persistence.commit_sync(self._master_note(persistence.state))
+            persistence.commit_sync(self._master_note())
             # The flush metric counts the writes of the serving daemon, from here on.
             local.stats.on_write = self.metrics.histogram(
                 "lockwarden_journal_flush_seconds"
@@ -126,9 +126,7 @@ class WConfd:
         persistence.on_events = self.events.woken
         self.events.woken()  # a new term's ring: waiters read it afresh
         events = self.events
-        self.locks = LockService(
-            persistence, manager, self.metrics, lambda: events.lock_wanted
-        )
+        self.locks = LockService(persistence, manager, self.metrics, lambda: events.lock_wanted)
         self.config = ConfigService(persistence, lambda: self.locks.locks)
         self.reservations = ReservationService(persistence)
         table = build_methods(WConfdApi, *self.implementations(), guard=self.guard, role=self.role)
@@ -152,10 +150,10 @@ class WConfd:
             state.revision = revision[1]
         persistence = Persistence(store, state)
         releases = self._restore_plan(persistence.state, foreign)
-        await persistence.commit([*releases, self._master_note(state)])
+        await persistence.commit([*releases, self._master_note()])
         self._install(persistence)
 
-    def _master_note(self, state: DurableState) -> EventNote:
+    def _master_note(self) -> EventNote:
         """The event of this node becoming the master (topic `role`)."""
         info = (self.role or SingleNode()).info()
         data = {"node": info.node, "term": info.term}

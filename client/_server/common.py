@@ -7,10 +7,10 @@ from typing import Any
 
 from client import __version__
 from client._server.event_log import EventLog
-from client.events import EventRing, RawBatch
 from client._server.metrics import Registry
 from client._server.roles import Role, SingleNode
 from client.api.common import RoleInfo, VersionInfo
+from client.events import EventRing, RawBatch
 from client.protocol import PROTOCOL_VERSION
 
 

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from client._server.change_serial import MAX_WAIT
-from client.events import EventRing, RawBatch
 from client.api.common import DEFAULT_TOPICS, Event
+from client.events import EventRing, RawBatch
 
 LOCK_INTEREST: Final = 30.0
 WAKE_INTERVAL: Final = 0.005

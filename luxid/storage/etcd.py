@@ -279,15 +279,15 @@ class EtcdJobStore:
             self._last_id = int(kv.value)
         for kv in (await self.client.range(keys.master, revision=revision)).kvs:
             self.previous_master = kv.value.decode(errors="replace")
-        stored = [kv async for kv in self._scan(keys.events_prefix, revision)]
-        indexes = event_indexes(kv.mod_revision for kv in stored)
+        event_kvs: list[KeyValue] = [e async for e in self._scan(keys.events_prefix, revision)]
+        indexes = event_indexes(e.mod_revision for e in event_kvs)
         mine = keys.events_prefix + b"%020d/" % self.token
-        for kv, index in zip(stored, indexes, strict=True):
-            event = msgspec.structs.replace(decode_event(kv.key, kv.value), index=index)
+        for ekv, index in zip(event_kvs, indexes, strict=True):
+            event = msgspec.structs.replace(decode_event(ekv.key, ekv.value), index=index)
             self._events.append(event)
-            self._event_keys.append((index, kv.key, event.ts))
-            if kv.key.startswith(mine):
-                self._event_seq = max(self._event_seq, int(kv.key[len(mine) :]))
+            self._event_keys.append((index, ekv.key, event.ts))
+            if ekv.key.startswith(mine):
+                self._event_seq = max(self._event_seq, int(ekv.key[len(mine) :]))
 
     async def _scan(self, prefix: bytes, revision: int) -> Any:
         """Every key under `prefix` at `revision`, in key order, page by page."""

@@ -9,6 +9,7 @@ with Last-Event-ID while 200 jobs run.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import sys
 import threading
@@ -85,7 +86,7 @@ def test_a_jobs_status_changes_are_events_from_submit_to_the_end(stack):
     assert mine[0]["status"] == "queued" and mine[-1]["status"] == "success"
     assert "running" in [d["status"] for d in mine]
     pairs = [(d["status"], d["pending_reason"]) for d in mine]
-    assert all(a != b for a, b in zip(pairs, pairs[1:])), "an event without a change"
+    assert all(a != b for a, b in itertools.pairwise(pairs)), "an event without a change"
 
 
 def test_filters_the_drain_flag_and_a_held_jobs_reason(stack):

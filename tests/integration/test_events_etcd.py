@@ -105,7 +105,11 @@ def test_wconfd_indexes_grow_across_a_forced_failover(tmp_path: Path, etcd_store
             before = wc.watch_events(after=0, topics=["config", "role"], timeout=0)
         indexes = [e.index for e in before.events]
         assert indexes == sorted(set(indexes)) and len(indexes) >= 4
-        assert [e.key for e in before.events if e.topic == "config"] == ["node/a", "node/b", "node/c"]
+        assert [e.key for e in before.events if e.topic == "config"] == [
+            "node/a",
+            "node/b",
+            "node/c",
+        ]
         one.kill()
         first_answer(two, timeout=10.0)
         with two.client("writer2") as wc:
