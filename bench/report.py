@@ -222,7 +222,7 @@ def event_submits(j: Json) -> tuple[str, bool]:
 def event_lock_cycles(j: Json) -> tuple[str, bool]:
     lk = j["lock_cycles"]
     shown = f"{lk['with_one_subscriber_per_s']}/s vs {lk['without_per_s']}/s (ratio {lk['ratio']})"
-    return shown, lk["ratio"] >= 0.97 and lk["lock_events_written"] == 0
+    return shown, lk["ratio"] >= 0.97 and lk["events_written"] == 0
 
 
 def ha_failover(j: Json) -> tuple[str, bool]:

@@ -116,7 +116,9 @@ class EventRing:
     Each event is kept as its JSON (encoded when it is added): a few hundred bytes, not a
     Struct and its dict, and nothing to encode again per follower."""
 
-    __slots__ = ("_events", "_indexes", "_start", "last", "pruned", "retention")
+    __slots__ = (
+        "_events", "_indexes", "_raws", "_start", "_topics", "last", "pruned", "retention",
+    )  # fmt: skip
 
     def __init__(
         self, retention: Retention | None = None, *, last: int = 0, pruned: int = 0
@@ -124,6 +126,8 @@ class EventRing:
         self.retention = retention or Retention()
         self._events: list[_Kept] = []
         self._indexes: list[int] = []
+        self._raws: list[msgspec.Raw] = []  # beside _events: every topic is a slice
+        self._topics: set[str] = set()  # every topic ever kept (a superset of them: a slice)
         self._start = 0
         self.last = last
         self.pruned = pruned
@@ -160,6 +164,8 @@ class EventRing:
             raise ValueError(f"event index {kept.number} is not above {self.last}")
         self._events.append(kept)
         self._indexes.append(kept.number)
+        self._raws.append(kept.json)
+        self._topics.add(kept.topic)
         self.last = kept.number
 
     def set_last(self, index: int) -> None:
@@ -183,13 +189,18 @@ class EventRing:
         if start >= _COMPACT_AT and start * 2 >= len(events):
             del events[:start]
             del self._indexes[:start]
+            del self._raws[:start]
             self._start = 0
 
-    def read(self, after: int, topics: Collection[str], limit: int) -> RawBatch:
-        """watch_events' answer now: up to `limit` kept events above `after` of `topics`.
+    def read(
+        self, after: int, topics: Collection[str], limit: int, upto: int | None = None
+    ) -> RawBatch:
+        """watch_events' answer now: up to `limit` kept events above `after` of `topics`,
+        none above `upto` (default: the newest; `last` is never above it either).
 
         InvalidParams when `after` is above the newest index (a cursor of another daemon
         or store, or made up)."""
+        horizon = self.last if upto is None else min(upto, self.last)
         if after > self.last:
             raise InvalidParams(
                 f"watch_events: param `after` ({after}) is above the newest event index "
@@ -197,14 +208,21 @@ class EventRing:
                 {"param": "after"},
             )
         gap = after < self.pruned
+        last = max(after, horizon)
         if not topics:  # asks only for `last`: the newest index
-            return RawBatch(events=[], last=self.last, gap=gap)
+            return RawBatch(events=[], last=last, gap=gap)
         at = max(self._start, bisect_right(self._indexes, after, lo=self._start))
+        if self._topics.issubset(topics):  # a follower of every topic there is: one slice
+            end = min(bisect_right(self._indexes, horizon, lo=at), at + limit)
+            if end > at:
+                last = self._indexes[end - 1]
+            return RawBatch(events=self._raws[at:end], last=last, gap=gap)
         out: list[msgspec.Raw] = []
-        last = self.last
         events = self._events
         for i in range(at, len(events)):
             kept = events[i]
+            if kept.number > horizon:
+                break
             if kept.topic in topics:
                 out.append(kept.json)
                 last = kept.number

@@ -6,11 +6,15 @@ and hands it here once durable (`publish`), or extends the ring itself and says 
 (`woken`); either wakes every waiting watch_events call at once, with no polling.  The
 event loop is the only thread.
 
-Wakes are coalesced: the first event after a quiet spell wakes the waiters at once, the
-next ones within `WAKE_INTERVAL` are gathered into one wake at its end.  A busy daemon
-(thousands of events a second) thus answers each follower a few hundred batches a second
-rather than one per event, which is what keeps 100 followers cheap, at a cost of at most
-WAKE_INTERVAL of latency.
+Events are shown in steps: the first event after a quiet spell is visible (and wakes the
+waiters) at once, the next ones within the wake interval become visible together at its
+end.  A follower that comes back right after an answer thus waits for the next step
+instead of getting the one event that came meanwhile: each follower gets one answer per
+step, however busy the daemon.  A step costs one answer per follower, so the interval
+grows with them (`WAKE_COST_PER_WAITER` each, at most `MAX_WAKE_INTERVAL`): with 100
+followers of a daemon writing thousands of events a second, each gets a few dozen batches
+a second rather than one per event, which is what keeps them cheap, at a cost of at most
+MAX_WAKE_INTERVAL of latency; a lone follower sees an event within a millisecond.
 
 Lock events cost a journal write each, so wconfd produces them only while someone follows
 topic `lock`: `lock_wanted` is true while a watch_events call asks for it, and for
@@ -31,7 +35,8 @@ from client.api.common import DEFAULT_TOPICS, Event
 from client.events import EventRing, RawBatch
 
 LOCK_INTEREST: Final = 30.0
-WAKE_INTERVAL: Final = 0.005
+WAKE_COST_PER_WAITER: Final = 0.0004
+MAX_WAKE_INTERVAL: Final = 0.04
 
 
 class EventLog:
@@ -40,12 +45,23 @@ class EventLog:
 
     def __init__(self, daemon: str, ring: EventRing) -> None:
         self.daemon = daemon
-        self.ring = ring
-        self._changed: asyncio.Future[None] | None = None
+        self._ring = ring
+        self._visible = ring.last  # the newest index readers see (see the module doc)
+        self._waiting: list[asyncio.Future[None]] = []  # one per waiting call
         self._last_wake = float("-inf")
         self._wake_due: asyncio.TimerHandle | None = None
         self._lock_watchers = 0
         self._lock_seen = float("-inf")
+
+    @property
+    def ring(self) -> EventRing:
+        """The kept events (wconfd installs a new ring per term)."""
+        return self._ring
+
+    @ring.setter
+    def ring(self, ring: EventRing) -> None:
+        self._ring = ring
+        self._visible = ring.last
 
     @property
     def lock_wanted(self) -> bool:
@@ -58,12 +74,13 @@ class EventLog:
         self.woken()
 
     def woken(self) -> None:
-        """The ring changed: wake every waiting watch_events call (now, or at the end of
-        the current coalescing interval)."""
-        if self._changed is None or self._wake_due is not None:
-            return  # nobody waits, or a wake is already due
+        """The ring changed: show its new events and wake every waiting watch_events
+        call, now or at the end of the current interval."""
+        if self._wake_due is not None:
+            return  # a step is already due
         loop = asyncio.get_running_loop()
-        wait = self._last_wake + WAKE_INTERVAL - loop.time()
+        interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * len(self._waiting))
+        wait = self._last_wake + interval - loop.time()
         if wait <= 0:
             self._wake()
         else:
@@ -72,9 +89,11 @@ class EventLog:
     def _wake(self) -> None:
         self._wake_due = None
         self._last_wake = asyncio.get_running_loop().time()
-        fut, self._changed = self._changed, None
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+        self._visible = self._ring.last
+        waiting, self._waiting = self._waiting, []
+        for fut in waiting:
+            if not fut.done():
+                fut.set_result(None)
 
     async def watch(
         self, after: int, topics: Iterable[str] | None, timeout: float, limit: int
@@ -90,17 +109,27 @@ class EventLog:
         deadline = loop.time() + min(timeout, MAX_WAIT)
         try:
             while True:
-                batch = self.ring.read(after, wanted, limit)
+                batch = self._ring.read(after, wanted, limit, self._visible)
                 left = deadline - loop.time()
                 if batch.events or batch.gap or left <= 0:
                     return batch
                 after = batch.last  # what is left out by `topics` need not be read again
-                fut = self._changed
-                if fut is None:
-                    fut = self._changed = loop.create_future()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), left)
+                # A future of its own and a timer (cheaper than wait_for over a shared one).
+                fut = loop.create_future()
+                self._waiting.append(fut)
+                timer = loop.call_later(left, _timed_out, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                    with contextlib.suppress(ValueError):  # timed out or cancelled
+                        self._waiting.remove(fut)
         finally:
             if follows_locks:
                 self._lock_watchers -= 1
                 self._lock_seen = time.monotonic()
+
+
+def _timed_out(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
