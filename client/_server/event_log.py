@@ -11,7 +11,8 @@ waiters) at once, the next ones within the wake interval become visible together
 end.  A follower that comes back right after an answer thus waits for the next step
 instead of getting the one event that came meanwhile: each follower gets one answer per
 step, however busy the daemon.  A step costs one answer per follower, so the interval
-grows with them (`WAKE_COST_PER_WAITER` each, at most `MAX_WAKE_INTERVAL`): with 100
+grows with them (`WAKE_COST_PER_WAITER` for each call waiting, or woken by the last step
+and on its way back, at most `MAX_WAKE_INTERVAL`): with 100
 followers of a daemon writing thousands of events a second, each gets a few dozen batches
 a second rather than one per event, which is what keeps them cheap, at a cost of at most
 MAX_WAKE_INTERVAL of latency; a lone follower sees an event within a millisecond.
@@ -48,6 +49,7 @@ class EventLog:
         self._ring = ring
         self._visible = ring.last  # the newest index readers see (see the module doc)
         self._waiting: list[asyncio.Future[None]] = []  # one per waiting call
+        self._last_step = 0  # how many calls the last step woke (they are on their way back)
         self._last_wake = float("-inf")
         self._wake_due: asyncio.TimerHandle | None = None
         self._lock_watchers = 0
@@ -79,7 +81,8 @@ class EventLog:
         if self._wake_due is not None:
             return  # a step is already due
         loop = asyncio.get_running_loop()
-        interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * len(self._waiting))
+        followers = max(len(self._waiting), self._last_step)
+        interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * followers)
         wait = self._last_wake + interval - loop.time()
         if wait <= 0:
             self._wake()
@@ -91,6 +94,7 @@ class EventLog:
         self._last_wake = asyncio.get_running_loop().time()
         self._visible = self._ring.last
         waiting, self._waiting = self._waiting, []
+        self._last_step = len(waiting)
         for fut in waiting:
             if not fut.done():
                 fut.set_result(None)
