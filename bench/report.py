@@ -44,6 +44,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "ha": ([], 300),
     "ha_luxid": ([], 300),
     "why_job": ([], 180),
+    "events": ([], 240),
 }
 DEFAULT_LIMIT = 180.0
 
@@ -207,6 +208,23 @@ def why_job(j: Json) -> tuple[str, bool]:
     return shown, max(waiting, queued) <= 2
 
 
+def event_latency(j: Json) -> tuple[str, bool]:
+    lat = j["latency"]
+    return f"p99 {lat['p99_ms']} ms (p50 {lat['p50_ms']})", lat["p99_ms"] <= 50
+
+
+def event_submits(j: Json) -> tuple[str, bool]:
+    sub = j["submits"]
+    shown = f"{sub['with_per_s']}/s vs {sub['without_per_s']}/s (ratio {sub['ratio']})"
+    return shown, sub["ratio"] >= 0.85
+
+
+def event_lock_cycles(j: Json) -> tuple[str, bool]:
+    lk = j["lock_cycles"]
+    shown = f"{lk['with_one_subscriber_per_s']}/s vs {lk['without_per_s']}/s (ratio {lk['ratio']})"
+    return shown, lk["ratio"] >= 0.97 and lk["events_written"] == 0
+
+
 def ha_failover(j: Json) -> tuple[str, bool]:
     f = j["failover_kill9_to_first_answer"]
     shown = f"p50 {f['p50_s']} s, max {f['max_s']} s, lost {f['acknowledged_writes_lost']}"
@@ -254,6 +272,10 @@ ROWS = [
         "≤ 15 s, never > 20 at once"),
     Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
     Row("why_job, 1,000 queued jobs, 500 locks held", "why_job", why_job, "p50 ≤ 2 ms"),
+    Row("event latency, durable → SSE subscriber", "events", event_latency, "p99 ≤ 50 ms"),
+    Row("submit_job/s, 100 subscribers vs none", "events", event_submits, "≥ 0.85 x"),
+    Row("lock cycles/s, one other-topic subscriber vs none", "events", event_lock_cycles,
+        "≥ 0.97 x"),
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),

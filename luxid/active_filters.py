@@ -29,8 +29,8 @@ from client import errors
 from client._server.metrics import Registry
 from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
 from luxid.filters import FilterChain, FilterJob, Verdict
-from luxid.filters.ratelimit import rejected_result
-from luxid.jobs import Job, mark_canceled
+from luxid.filters.ratelimit import paused_reason, rejected_result
+from luxid.jobs import Job, mark_canceled, set_pending_reason
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +139,12 @@ class ActiveFilters:
 
     def judge_new(self, job: Job, now: float) -> Job:
         """A job being submitted, as it is stored: `canceled` if a REJECT rule applies
-        (its id is still returned to the client)."""
+        (its id is still returned to the client), held with its pending_reason if a PAUSE
+        rule does (so its first event says why, docs/contracts.md#events)."""
         verdict = self.verdict(job)
         if verdict is not None and verdict.action == "REJECT":
             self.forget(job.id)
             return mark_canceled(job, now, rejected_result(verdict.rule_uuid))
+        if verdict is not None and verdict.action == "PAUSE":
+            return set_pending_reason(job, paused_reason(verdict.rule_uuid))
         return job

@@ -62,6 +62,7 @@ from luxid.drains import (
 from luxid.drains.effects import TAG_SOURCE
 from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED, Mode
 from luxid.drains.view import place
+from luxid.events import drain_event
 from luxid.filter_writes import FilterWrites
 from luxid.job_check import check_job
 from luxid.jobs import Job, is_finalized, job_status
@@ -342,6 +343,10 @@ class DrainService:
             if old is not None and record == old and record.serial_no:
                 continue
             self.records[target] = await self._write(record)
+            since = old.last_event if old is not None else 0
+            await self.queue.live.record(
+                [drain_event(target, text, ts) for _, ts, text in events_since(record, since)]
+            )
             self.heap.set(target, next_timer(record))
             fut = self._changed.pop(target, None)
             if fut is not None and not fut.done():

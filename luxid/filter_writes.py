@@ -8,7 +8,10 @@ write rules through `FilterWrites`, so a rule is written the same way whoever as
    handed out, so the rule concerns the jobs submitted after it;
 2. then into the queue's one filter set, with a scheduling pass requested, before the
    write answers: what `query_filters` shows afterwards is what the next submit and the
-   next pass are judged by.
+   next pass are judged by;
+3. and its event (`filter/<uuid>`, docs/contracts.md#events) into the job store, also
+   before the write answers.  The rule itself is durable in wconfd first: a crash between
+   the two steps loses the event, never the rule, and never hands an index out twice.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ class FilterWrites:
         rule = await self.link.replace_filter(
             uuid, priority, predicates, action, reason, watermark=self.queue.last_job_id
         )
-        self.queue.rule_written(rule)
+        await self.queue.rule_written(rule)
         return rule
 
     async def drop(self, uuid: str) -> None:
         """Remove a rule (NotFound if there is none)."""
         await self.link.delete_filter(uuid)
-        self.queue.rule_removed(uuid)
+        await self.queue.rule_removed(uuid)

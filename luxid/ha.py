@@ -36,6 +36,7 @@ from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
 from client.errors import StorageError
+from luxid.events import job_events
 from luxid.role import LeaderFollower, standby_methods
 from luxid.storage.etcd import EtcdJobStore
 from luxid.takeover import take_over
@@ -184,8 +185,12 @@ class HaLuxid:
         try:
             changed = []
             if store.previous_master != self.node:
-                changed = take_over(store.load_live(), store.gates(), time.time())
-            await asyncio.to_thread(store.claim, changed)
+                before = {job.id: job for job in store.load_live()}
+                changed = take_over(list(before.values()), store.gates(), time.time())
+                changes = [(before.get(job.id), job) for job in changed]
+                await asyncio.to_thread(store.claim, changed, job_events(changes, time.time()))
+            else:
+                await asyncio.to_thread(store.claim, changed)
             self.token = token
             self.term = await self.make_term(store, self)
         except BaseException:

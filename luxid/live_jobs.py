@@ -13,6 +13,11 @@ queries from it.  Every job change goes through this module, on the event loop:
   ahead of the disk;
 - archiving (`archive`, `auto_archive`) drops jobs from memory once durable.
 
+Each change of a job's status or pending_reason is also an event (luxid.events,
+docs/contracts.md#events): `put` notes it, and the next write carries it, so the job store
+numbers it in the transaction of the change itself; a pending_reason, which is not stored
+with the job, is written as the event alone.
+
 The writes go through the group commit (luxid.storage.group_commit), the only writer.
 Every job change passing here also keeps the job metrics (luxid.job_metrics), so no
 scrape ever scans the jobs.  Archived jobs live only in the store (100,000 archived jobs in
@@ -25,11 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 from client import errors
 from client._server.change_serial import ChangeSerial
 from client._server.metrics import Registry
+from client.api.common import Event
+from luxid.events import job_event, job_events
 from luxid.job_metrics import JobMetrics
 from luxid.jobs import Job, job_status
 from luxid.storage import JobStore
@@ -41,9 +49,15 @@ log = logging.getLogger(__name__)
 class LiveJobs:
     """Live jobs by id, their durable writes and their change futures."""
 
-    def __init__(self, store: JobStore, metrics: Registry) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        metrics: Registry,
+        on_events: Callable[[list[Event]], None] | None = None,
+    ) -> None:
         self.store = store
-        self.writer = GroupCommit(store)
+        self.writer = GroupCommit(store, on_events)
+        self._due_events: list[Event] = []  # noted by `put`, carried by the next write
         self.jobs: dict[int, Job] = {job.id: job for job in store.load_live()}
         self.metrics = JobMetrics(metrics)
         for job in self.jobs.values():
@@ -86,19 +100,28 @@ class LiveJobs:
     async def add(self, jobs: list[Job]) -> None:
         """Store new jobs (ids from `allocate_ids`); once durable they are live and watched."""
         if jobs:
-            await self.writer.insert(jobs)
+            await self.writer.insert(jobs, job_events(((None, j) for j in jobs), time.time()))
             self.metrics.submitted(len(jobs))
-        self.put(jobs)
+        self._set(jobs)
         self.notify(job.id for job in jobs)
 
     def put(self, jobs: Iterable[Job]) -> list[Job]:
-        """Set the jobs in memory (not durable yet); returns them."""
+        """Set the jobs in memory (not durable yet); returns them.  The events of their
+        changes go with the next write (`commit_soon`)."""
         out = list(jobs)
-        live, changed = self.jobs, self.metrics.changed
+        live, due, now = self.jobs, self._due_events, time.time()
         for job in out:
+            event = job_event(live.get(job.id), job, now)
+            if event is not None:
+                due.append(event)
+        self._set(out)
+        return out
+
+    def _set(self, jobs: Iterable[Job]) -> None:
+        live, changed = self.jobs, self.metrics.changed
+        for job in jobs:
             changed(live.get(job.id), job)
             live[job.id] = job
-        return out
 
     async def commit(self, jobs: Iterable[Job]) -> None:
         """Set the jobs in memory, make them durable, then wake their watchers.
@@ -114,10 +137,13 @@ class LiveJobs:
         changed = self.put(jobs)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
+        events, self._due_events = self._due_events, []
         if not changed:
+            if events:  # pending reasons put without a job write
+                self.writer.events(events).add_done_callback(_retrieved)
             done.set_result(None)
             return done
-        write = self.writer.update(changed)
+        write = self.writer.update(changed, events)
         write.add_done_callback(lambda fut: self._written(fut, changed, done))
         return done
 
@@ -151,9 +177,14 @@ class LiveJobs:
         self.drop(done)
         return done, remaining
 
-    async def set_meta(self, key: str, value: int) -> None:
-        """Store a small durable setting (the drain flag)."""
-        await self.writer.run(lambda tx: tx.set_meta(key, value))
+    async def set_meta(self, key: str, value: int, events: list[Event] | None = None) -> None:
+        """Store a small durable setting (the drain flag), with its events."""
+        await self.writer.run(lambda tx: tx.set_meta(key, value), events or ())
+
+    async def record(self, events: list[Event]) -> None:
+        """Make events of changes kept elsewhere durable (a filter, a drain line)."""
+        if events:
+            await self.writer.events(events)
 
     def drop(self, ids: Iterable[int]) -> None:
         """Archived jobs leave memory."""
@@ -203,3 +234,9 @@ class LiveJobs:
             fut = asyncio.get_running_loop().create_future()
             self._changed[job_id] = fut
         return fut
+
+
+def _retrieved(fut: asyncio.Future[None]) -> None:
+    """An events-only write nobody awaits: a failure is logged, not left unretrieved."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("could not store events: %s", fut.exception())

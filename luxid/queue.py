@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from client import errors
+from client._server.event_log import EventLog
 from client._server.metrics import Registry
 from client._server.server import Connection
 from client.api.luxi import Directive, JobChange, JobEvent, Opcode, QueueOverview
@@ -27,6 +28,7 @@ from client.filterrules import FilterRule
 from client.identity import START_TIME_TOLERANCE, ProcessKey, is_alive, start_time_of
 from client.vocabulary import JOB_STATUSES
 from luxid.active_filters import ActiveFilters
+from luxid.events import drain_flag_event, filter_event
 from luxid.jobs import (
     Job,
     cancel_job,
@@ -66,9 +68,10 @@ class Queue:
         store: JobStore,
         make_spawner: Callable[[JobProcesses], Spawner],
         sweep_interval: float,
+        events: EventLog | None = None,
     ) -> None:
         self.metrics = Registry("luxid")  # the daemon's metrics, kept where things happen
-        self.live = LiveJobs(store, self.metrics)
+        self.live = LiveJobs(store, self.metrics, events.publish if events else None)
         self.filters = ActiveFilters(self.metrics)
         self.procs = JobProcesses(make_spawner, self.process_exited, sweep_interval)
         self.drained = bool(store.meta("drained"))
@@ -148,15 +151,20 @@ class Queue:
 
     # -- filter rules ----------------------------------------------------------------------
 
-    def rule_written(self, rule: FilterRule) -> None:
-        """luxid wrote a rule to wconfd (luxid.filter_writes): judge by it at once."""
+    async def rule_written(self, rule: FilterRule) -> None:
+        """luxid wrote a rule to wconfd (luxid.filter_writes): judge by it at once; its
+        event is durable before this returns."""
+        action = "update" if rule.uuid in self.filters.rules else "add"
         self.filters.put(rule)
         self.request_pass()
+        data = msgspec.to_builtins(rule)
+        await self.live.record([filter_event(action, rule.uuid, data, time.time())])
 
-    def rule_removed(self, uuid: str) -> None:
+    async def rule_removed(self, uuid: str) -> None:
         """luxid removed a rule from wconfd (luxid.filter_writes): judge without it."""
         self.filters.remove(uuid)
         self.request_pass()
+        await self.live.record([filter_event("remove", uuid, None, time.time())])
 
     def filter_rows(
         self, uuids: Sequence[str] | None, fields: Sequence[str] | None
@@ -194,8 +202,9 @@ class Queue:
         return stored
 
     async def set_drained(self, flag: bool) -> None:
-        """Set the durable drain flag."""
-        await self.live.set_meta("drained", int(flag))
+        """Set the durable drain flag (and its event, when it changes)."""
+        events = [drain_flag_event(flag, time.time())] if flag != self.drained else []
+        await self.live.set_meta("drained", int(flag), events)
         self.drained = flag
         self.live.serial.bump()
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from client import errors
 from client._server.common import CommonMethods
+from client._server.event_log import EventLog
 from client._server.roles import Role
 from client._server.server import Connection
 from client.api.luxi import (
@@ -49,8 +50,9 @@ class LuxidService(CommonMethods):
         drains: DrainService,
         why: WhyJobs,
         role: Role | None = None,
+        events: EventLog | None = None,
     ) -> None:
-        super().__init__(queue.metrics, role)
+        super().__init__(queue.metrics, role, events)
         self.queue = queue
         self.filter_writes = filter_writes
         self.drains = drains

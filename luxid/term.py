@@ -19,18 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from client._server.dispatch import Handler, build_methods
+from client._server.event_log import EventLog
 from client._server.metrics import instrument
-from client._server.roles import Role
+from client._server.roles import Role, SingleNode
 from client.api.luxi import LuxiApi
+from client.events import Retention
 from client.identity import ProcessKey, is_alive
 from luxid.drain_service import DrainService
 from luxid.drains.record import DRAIN_KILL_GRACE
+from luxid.events import master_event
 from luxid.filter_writes import FilterWrites
 from luxid.jobs import is_finalized
 from luxid.processes import JobProcesses, Spawner, signal_process
@@ -66,19 +70,24 @@ class LuxidTerm:
         *,
         role: Role | None = None,
         drain_kill_after: float = DRAIN_KILL_GRACE,
+        event_retention: int | None = None,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `role`: what get_role answers (default: the single node
         of a local store).  `drain_kill_after`: how long after a queue drain's deadline
-        its canceled jobs still running are killed."""
-        # The parts, each given the parts it calls.
-        queue = Queue(store, make_spawner, sweep_interval)
+        its canceled jobs still running are killed.  `event_retention`: how many events
+        are kept (None: the default rule, docs/contracts.md#events)."""
+        # The parts, each given the parts it calls.  The event log first: every durable
+        # change the others make is published to it by the job store's writer.
+        events = EventLog("luxid", store.load_events(Retention.from_option(event_retention)))
+        queue = Queue(store, make_spawner, sweep_interval, events)
         link = WconfdLink(wconfd_socket)
         filter_writes = FilterWrites(link, queue)
         drains = DrainService(
             queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
         )
-        service = LuxidService(queue, filter_writes, drains, WhyJobs(queue, drains, link), role)
+        why = WhyJobs(queue, drains, link)
+        service = LuxidService(queue, filter_writes, drains, why, role, events)
         term = cls(queue, link, drains, service)
         # The events, before anything can happen.
         link.on_config = term.config_read
@@ -86,6 +95,8 @@ class LuxidTerm:
         # Then start: reattach the surviving job processes, follow the configuration,
         # resume the drains.
         await queue.open()
+        info = (role or SingleNode()).info()
+        await queue.live.record([master_event(info.node, info.term, time.time())])
         link.start()
         drains.start()
         return term

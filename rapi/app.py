@@ -16,7 +16,7 @@ import msgspec
 from aiohttp import web
 
 from client import errors
-from rapi import openapi
+from rapi import events, openapi
 from rapi.auth import REALM, Authorizer, Verdict
 from rapi.routes import ROUTES, RPC_STATUS
 from rapi.routing import Backend, HttpError, Request, Route
@@ -119,8 +119,11 @@ def _endpoint(
             if verdict is Verdict.FORBIDDEN:
                 raise HttpError(403, "this user may only read; writes need the write right")
         body = await _json_body(request)
-        req = Request(request.match_info, request.query, body, request.app[BACKEND])
-        return json_response(await route.handler(req))
+        req = Request(request.match_info, request.query, body, request.app[BACKEND], request)
+        result = await route.handler(req)
+        if isinstance(result, web.StreamResponse):  # a stream, written by the handler
+            return result
+        return json_response(result)
 
     return handle
 
@@ -129,6 +132,8 @@ def make_app(backend: Backend, authorizer: Authorizer) -> web.Application:
     """The RAPI application for a backend (the daemons' clients) and an authorizer."""
     app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
     app[BACKEND] = backend
+    app[events.STREAMS] = set()
+    app.on_shutdown.append(events.end_streams)
     for route in ROUTES:
         app.router.add_route(route.method, route.path, _endpoint(route, authorizer))
     doc = _encoder.encode(openapi.document(ROUTES))

@@ -42,7 +42,7 @@ def _operation(route: Route) -> dict[str, Any]:
         "responses": {
             "200": {
                 "description": "OK",
-                "content": {"application/json": {"schema": route.response}},
+                "content": {route.media_type: {"schema": route.response}},
             }
         },
     }

@@ -10,9 +10,9 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import cluster, drains, jobs, nodeops
+from rapi import cluster, drains, events, jobs, nodeops
 from rapi.routing import Param, Route
-from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, UUID, list_of, ref
+from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, TOPICS, UUID, list_of, ref
 
 KEEP_DRAINED = Param(
     "keep_drained", "query", {"type": "integer", "enum": [0, 1]}, "1: the node stays drained"
@@ -193,6 +193,17 @@ ROUTES: tuple[Route, ...] = (
         params=(JOB_ID,),
         response=ref("WhyJob"),
         errors=(400, 404, 504),
+    ),
+    Route(
+        "GET",
+        "/2/events",
+        events.get_events,
+        "both daemons' events as Server-Sent Events, each `data:` one Event, each `id:` a "
+        "cursor to send back as Last-Event-ID (docs/contracts.md#events)",
+        params=(TOPICS,),
+        response=ref("Event"),
+        errors=(400,),
+        media_type="text/event-stream",
     ),
     Route(
         "GET",

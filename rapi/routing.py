@@ -45,12 +45,14 @@ class Backend:
 
 @dataclass(frozen=True)
 class Request:
-    """What a handler gets: path parameters, query arguments, decoded JSON body."""
+    """What a handler gets: path parameters, query arguments, decoded JSON body, and the
+    HTTP server's own request (`raw`, for the one handler that streams: rapi.events)."""
 
     match: Mapping[str, str]
     query: Mapping[str, str]
     body: Any
     backend: Backend
+    raw: Any = None
 
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -80,6 +82,7 @@ class Route:
     body: dict[str, Any] | None = None
     response: dict[str, Any] = field(default_factory=dict)
     errors: tuple[int, ...] = ()
+    media_type: str = "application/json"  # of the answer (a stream: text/event-stream)
 
 
 # -- request helpers ---------------------------------------------------------------------------

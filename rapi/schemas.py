@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from client.api.common import TOPICS as TOPIC_NAMES
+from client.api.common import Event
 from client.api.luxi import DrainStatus, WhyJob
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
@@ -224,11 +226,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus and WhyJob, derived from the stub's Structs so the document cannot
-# drift from them.
+# luxid's DrainStatus and WhyJob, and the Event of GET /2/events (each one's `data:`),
+# derived from the stub's Structs so the document cannot drift from them.
 SCHEMAS.update(
     msgspec.json.schema_components(
-        [DrainStatus, WhyJob], ref_template="#/components/schemas/{name}"
+        [DrainStatus, WhyJob, Event], ref_template="#/components/schemas/{name}"
     )[1]
 )
 SCHEMAS.update(
@@ -271,6 +273,12 @@ BULK = Param("bulk", "query", {"type": "integer", "enum": [0, 1]}, "1 for full o
 JOB_ID = Param("job_id", "path", {"type": "integer", "minimum": 1}, "job id")
 UUID = Param("uuid", "path", {"type": "string", "format": "uuid"}, "filter rule uuid")
 NAME = Param("name", "path", {"type": "string"}, "name (or uuid)")
+TOPICS = Param(
+    "topics",
+    "query",
+    {"type": "string", "example": "job,drain"},
+    f"comma-separated topics ({', '.join(TOPIC_NAMES)}); default every topic but lock",
+)
 
 
 def list_of(item: str, bulk_item: str) -> dict[str, Any]:

@@ -16,11 +16,15 @@ needs no manual step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeAlias
 
 import msgspec
 
+from client.api.common import Event
+from client.events import EVENT_SLOTS, EventRing, Retention, numbered
 from wconfd.config import ConfigChange, ConfigDocument, ConfigState, ReservationChange
+from wconfd.config.events import config_event
 from wconfd.config.reservations import ReservationSnapshot, ReservationTable
 from wconfd.locking.names import RELEASE
 
@@ -43,7 +47,14 @@ class HeldLocks(msgspec.Struct, frozen=True, tag="locks", tag_field="t"):
     locks: Held
 
 
-Record: TypeAlias = ConfigChange | ReservationChange | LockChange | HeldLocks
+class EventNote(msgspec.Struct, frozen=True, tag="events", tag_field="t"):
+    """Events no other record tells of (lock events, a master change), not numbered yet:
+    applying numbers them."""
+
+    events: list[Event]
+
+
+Record: TypeAlias = ConfigChange | ReservationChange | LockChange | HeldLocks | EventNote
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -52,6 +63,9 @@ class Snapshot(msgspec.Struct, frozen=True):
     config: ConfigDocument
     reservations: ReservationSnapshot = msgspec.field(default_factory=ReservationSnapshot)
     locks: dict[str, Held] = {}
+    events: list[msgspec.Raw] = []  # each an Event's JSON
+    events_last: int = 0
+    events_pruned: int = 0
 
 
 class DurableState:
@@ -63,38 +77,64 @@ class DurableState:
         config: ConfigState,
         reservations: ReservationTable,
         locks: dict[str, dict[str, str]],
+        events: EventRing | None = None,
     ) -> None:
         self.config = config
         self.reservations = reservations
         self.locks = locks
+        self.events = events if events is not None else EventRing()
+        # On etcd: the revision of the record being applied (events are numbered from it).
+        self.revision: Callable[[], int] | None = None
 
     @classmethod
-    def fresh(cls, now: float) -> DurableState:
-        """A fresh state directory's state: the default config, nothing held."""
-        return cls(ConfigState.fresh(now), ReservationTable(), {})
+    def fresh(cls, now: float, retention: Retention | None = None) -> DurableState:
+        """A fresh state directory's state: the default config, nothing held, no events."""
+        return cls(ConfigState.fresh(now), ReservationTable(), {}, EventRing(retention))
 
     @classmethod
-    def from_snapshot(cls, snap: Snapshot) -> DurableState:
+    def from_snapshot(cls, snap: Snapshot, retention: Retention | None = None) -> DurableState:
         """Rebuild from a snapshot (validates the config)."""
+        ring = EventRing(retention, pruned=snap.events_pruned)
+        ring.extend_json(snap.events)
+        ring.set_last(snap.events_last)
         return cls(
             ConfigState(snap.config),
             ReservationTable.from_snapshot(snap.reservations),
             {owner: dict(held) for owner, held in snap.locks.items() if held},
+            ring,
         )
+
+    def start_term(self, revision: int) -> None:
+        """On etcd: this term's events are numbered above `revision` (the load's), and
+        older ones are not kept (a `gap` for anyone asking for them)."""
+        base = revision * EVENT_SLOTS
+        self.events = EventRing(self.events.retention, last=base, pruned=base)
 
     def apply(self, record: Record) -> None:
         """Apply one durable record (live, after it is on disk, and at replay)."""
-        if isinstance(record, LockChange):
+        if isinstance(record, ConfigChange):
+            event = config_event(self.config, record)
+            self.config.apply(record)
+            self._number([event])
+        elif isinstance(record, EventNote):
+            self._number(record.events)
+        elif isinstance(record, LockChange):
             self._apply_lock_change(record.client_id, record.pairs)
         elif isinstance(record, HeldLocks):
             if record.locks:
                 self.locks[record.client_id] = dict(record.locks)
             else:
                 self.locks.pop(record.client_id, None)
-        elif isinstance(record, ConfigChange):
-            self.config.apply(record)
         else:
             self.reservations.apply(record)
+
+    def _number(self, drafts: list[Event]) -> None:
+        """Keep events, numbered one above the last (on etcd: from the revision)."""
+        ring = self.events
+        first = ring.last + 1
+        if self.revision is not None:
+            first = max(first, self.revision() * EVENT_SLOTS)
+        ring.extend(numbered(drafts, first))
 
     def _apply_lock_change(self, owner: str, pairs: Held) -> None:
         held = self.locks.get(owner)
@@ -114,7 +154,14 @@ class DurableState:
 
     def snapshot_json(self) -> bytes:
         """The snapshot as compact JSON, reusing the config's cached encoding."""
+        ring = self.events
         rest = msgspec.json.encode(
-            {"reservations": self.reservations.snapshot(), "locks": self.held_lists()}
+            {
+                "reservations": self.reservations.snapshot(),
+                "locks": self.held_lists(),
+                "events": ring.kept_json(),
+                "events_last": ring.last,
+                "events_pruned": ring.pruned,
+            }
         )
         return b'{"config":' + self.config.get_config_json() + b"," + rest[1:]

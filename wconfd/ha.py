@@ -60,7 +60,13 @@ class HaShell:
     """This node's wconfd on etcd; see the module docstring."""
 
     def __init__(
-        self, url: EtcdStoreUrl, node: str, ttl: float, sweep_interval: float = 5.0
+        self,
+        url: EtcdStoreUrl,
+        node: str,
+        ttl: float,
+        sweep_interval: float = 5.0,
+        *,
+        event_retention: int | None = None,
     ) -> None:
         self.url = url
         self.node = node
@@ -80,7 +86,12 @@ class HaShell:
         self._takeover: asyncio.Task[None] | None = None
         self._term_store: EtcdStore | None = None  # the current or last term's
         self.service = WConfd(
-            None, sweep_interval, role=self.role, standby_store=self._store(), failover=self
+            None,
+            sweep_interval,
+            role=self.role,
+            standby_store=self._store(),
+            failover=self,
+            event_retention=event_retention,
         )
 
     def _store(self) -> EtcdStore:
@@ -164,7 +175,9 @@ class HaShell:
                 return
             nodes = store.nodes
             await self.service.take_over(
-                store, lambda owner: nodes.get(owner, self.node) != self.node
+                store,
+                lambda owner: nodes.get(owner, self.node) != self.node,
+                (store.loaded_revision, lambda: store.revision),
             )
         except Exception as exc:
             if not isinstance(exc, EtcdError | StorageError):

@@ -8,6 +8,10 @@ core reports as changed go to the journal as they are (`LockChange`, one per own
 of one operation in one write), so the cost grows with the change
 (docs/contracts.md#lock-rules, durability before the answer).
 
+While someone follows topic `lock` (docs/contracts.md#events; `lock_events_wanted`), an
+operation's grants and releases, and a request that starts waiting, also go to the journal
+as lock events (an `EventNote` in the same write); otherwise not one more byte is written.
+
 It also keeps the lock metrics (docs/observability.md#where-each-metric-is-updated): the
 time each granted `update_locks_waiting` request waited (0 for one granted at once), by
 `_wait_level`; the requests refused as deadlocks; and, read from the core's own counts when
@@ -19,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from client._server.change_serial import ChangeSerial
 from client._server.metrics import Registry
+from client.api.common import Event
 from client.api.wconfd import (
     AllLocks,
     LockInfo,
@@ -36,8 +41,9 @@ from client.api.wconfd import (
 )
 from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
 from wconfd.clients import Client, parse_client_id
-from wconfd.durable_state import LockChange
+from wconfd.durable_state import EventNote, LockChange, Record
 from wconfd.locking import LEVELS, Effects, LockManager
+from wconfd.locking.events import change_events, waiting_events
 from wconfd.persistence import Persistence
 
 log = logging.getLogger(__name__)
@@ -68,9 +74,16 @@ class LockService:
 
     Methods receive the identified `Client` (the dispatch guard identified it once)."""
 
-    def __init__(self, persistence: Persistence, locks: LockManager, metrics: Registry) -> None:
+    def __init__(
+        self,
+        persistence: Persistence,
+        locks: LockManager,
+        metrics: Registry,
+        lock_events_wanted: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.persistence = persistence
         self.locks = locks
+        self.lock_events_wanted = lock_events_wanted
         # owner -> the calls waiting for its queued request, one future each (a re-issued
         # call waits beside the first; each can end alone)
         self._waits: dict[str, list[asyncio.Future[WaitResult]]] = {}
@@ -87,21 +100,30 @@ class LockService:
 
     # -- effects -----------------------------------------------------------------------
 
-    async def settle(self, effects: Effects) -> None:
+    async def settle(self, effects: Effects, waiting: list[Event] | None = None) -> None:
         """Persist what changed, then answer the waits the operation ended (as soon as
         the change is durable, before this call resumes).  Every lock operation ends
-        here, so the lock table's change serial is bumped here too."""
+        here, so the lock table's change serial is bumped here too.  `waiting`: the
+        events of a request that began waiting (only while lock events are wanted)."""
         self.serial.bump()
-        if effects.empty():
+        if effects.empty() and not waiting:
             return
-        if not effects.changes:
+        records: list[Record] = [
+            LockChange(owner, pairs) for owner, pairs in effects.changes.items()
+        ]
+        if self.lock_events_wanted():
+            held = self.persistence.state.locks
+            events = change_events(
+                effects.changes, lambda owner, lock: held.get(owner, {}).get(lock), time.time()
+            )
+            events += waiting or ()
+            if events:
+                records.append(EventNote(events))
+        if not records:
             self._answer_waits(effects)
             return
         try:
-            await self.persistence.commit(
-                [LockChange(owner, pairs) for owner, pairs in effects.changes.items()],
-                then=lambda: self._answer_waits(effects),
-            )
+            await self.persistence.commit(records, then=lambda: self._answer_waits(effects))
         except StorageError as exc:
             self._fall_back_to_durable_locks(exc)
             raise
@@ -214,11 +236,14 @@ class LockService:
                 self._deadlocks.inc()
                 raise
         level = _wait_level(request)
+        waiting = None
         if update.pending:
             self._waiting_since[owner] = (time.monotonic(), level)
+            if self.lock_events_wanted():
+                waiting = waiting_events(owner, request, now)
         elif update.applied and level:
             self._wait_seconds.observe(0.0, level)
-        await self.settle(update.effects)
+        await self.settle(update.effects, waiting)
         if not update.pending:
             return WaitResult(granted=update.applied, blockers=update.blockers)
         return await self._wait(owner, timeout)

@@ -23,10 +23,16 @@ def main(argv: list[str] | None = None) -> int:
         shell = None
         if args.store is None:
             service = WConfd(
-                state_dir, sweep_interval=args.sweep_interval, role=SingleNode(args.node)
+                state_dir,
+                sweep_interval=args.sweep_interval,
+                role=SingleNode(args.node),
+                event_retention=args.event_retention,
             )
         else:
-            shell = HaShell(args.store, args.node, args.lease_ttl, args.sweep_interval)
+            shell = HaShell(
+                args.store, args.node, args.lease_ttl, args.sweep_interval,
+                event_retention=args.event_retention,
+            )  # fmt: skip
             service = shell.service
         server = RpcServer(
             socket_path,

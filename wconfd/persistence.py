@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from client.errors import InvalidParams, StorageError
+from client.events import Retention
 from wconfd.config.numbers import unstorable_number
 from wconfd.config.records import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
@@ -82,6 +83,8 @@ class Persistence:
     def __init__(self, store: DurableStore[Snapshot, Record], state: DurableState) -> None:
         self.store = store
         self.state = state
+        # Told when a durable record added events (wakes watch_events; set by wconfd.service).
+        self.on_events: Callable[[], None] | None = None
         self._writes: list[_Write] = []
         self._writer: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
@@ -102,7 +105,7 @@ class Persistence:
 
         For lock changes: names and modes only, which always encode, so they skip
         `check_record` (the store encodes each record once, before queueing it)."""
-        apply = self.state.apply
+        apply = self._apply
         *first, last = records
         earlier = [self.store.append_nowait(record, on_durable=apply) for record in first]
         if then is not None:
@@ -126,7 +129,15 @@ class Persistence:
     def commit_sync(self, record: Record) -> None:
         """Blocking commit, for start-up (no event loop writes yet)."""
         self.store.append_sync(record)
+        self._apply(record)
+
+    def _apply(self, record: Record) -> None:
+        """Apply a durable record to memory; say so if it added events."""
+        events = self.state.events
+        last = events.last
         self.state.apply(record)
+        if events.last != last and self.on_events is not None:
+            self.on_events()
 
     def _maybe_snapshot(self) -> None:
         if self.store.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
@@ -222,8 +233,7 @@ class Persistence:
     ) -> None:
         try:
             futures = [
-                self.store.append_nowait(record, on_durable=self.state.apply)
-                for _, record, _ in staged
+                self.store.append_nowait(record, on_durable=self._apply) for _, record, _ in staged
             ]
         except StorageError as exc:  # broken or closed store: nothing was queued
             failure: BaseException | None = exc
@@ -293,13 +303,16 @@ def open_local_store(state_dir: str | os.PathLike[str]) -> LocalStore[Snapshot, 
     return LocalStore(state_dir, "wconfd", snapshot_type=Snapshot, record_type=Record)
 
 
-def load_durable_state(store: DurableStore[Snapshot, Record]) -> DurableState:
+def load_durable_state(
+    store: DurableStore[Snapshot, Record], retention: Retention | None = None
+) -> DurableState:
     """Open `store` and rebuild the state: snapshot + journal replay (a fresh directory
-    gets the default config, fixed on disk at once).  Storage errors propagate."""
+    gets the default config, fixed on disk at once), its events kept by `retention`.
+    Storage errors propagate."""
     return recover(
         store,
-        initial=lambda: DurableState.fresh(time.time()),
-        from_snapshot=DurableState.from_snapshot,
+        initial=lambda: DurableState.fresh(time.time(), retention),
+        from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
         apply=DurableState.apply,
         to_snapshot=DurableState.snapshot_json,
     )

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from client._server.common import CommonMethods
 from client._server.dispatch import Handler, build_methods
+from client._server.event_log import EventLog
 from client._server.metrics import Registry, instrument
 from client._server.roles import Role, SingleNode
 from client._server.runner import StartupError
@@ -30,10 +31,11 @@ from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
 from client.errors import InvalidParams, RpcError
+from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
-from wconfd.durable_state import DurableState, LockChange, Record, Snapshot
+from wconfd.durable_state import DurableState, EventNote, LockChange, Record, Snapshot
 from wconfd.lock_service import LockService
 from wconfd.locking import RELEASE, LockManager, RestoreError
 from wconfd.persistence import Persistence, load_durable_state, open_local_store
@@ -70,11 +72,15 @@ class WConfd:
         role: Role | None = None,
         standby_store: DurableStore[Snapshot, Record] | None = None,
         failover: Failover | None = None,
+        event_retention: int | None = None,
     ) -> None:
         """On local files (`state_dir`), load and serve at once. On etcd (`state_dir`
         None), start as a standby over `standby_store` (which refuses writes) until
-        `take_over` installs the state of a term."""
+        `take_over` installs the state of a term.  `event_retention`: how many events
+        are kept (None: the default rule, docs/contracts.md#events)."""
         self.metrics = Registry("wconfd")
+        self.retention = Retention.from_option(event_retention)
+        self.events = EventLog("wconfd", EventRing(self.retention))
         self._deaths = self.metrics.counter("lockwarden_dead_clients_released_total")
         self.role = role
         self.failover = failover
@@ -82,16 +88,20 @@ class WConfd:
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
         if state_dir is not None:
             local = open_local_store(state_dir)
+            store: DurableStore[Snapshot, Record] = local
+            persistence = Persistence(store, _load(store, state_dir, self.retention))
+            for record in self._restore_plan(persistence.state, lambda owner: False):
+                persistence.commit_sync(record)
+            persistence.commit_sync(self._master_note())
+            # The flush metric counts the writes of the serving daemon, from here on.
             local.stats.on_write = self.metrics.histogram(
                 "lockwarden_journal_flush_seconds"
             ).observe
-            store: DurableStore[Snapshot, Record] = local
-            persistence = Persistence(store, _load(store, state_dir))
-            for record in self._restore_plan(persistence.state, lambda owner: False):
-                persistence.commit_sync(record)
         else:
             assert standby_store is not None, "a standby needs its store"
-            persistence = Persistence(standby_store, DurableState.fresh(time.time()))
+            persistence = Persistence(
+                standby_store, DurableState.fresh(time.time(), self.retention)
+            )
         self._install(persistence)
         self.mark_master(state_dir is not None)
 
@@ -102,7 +112,7 @@ class WConfd:
 
     def implementations(self) -> tuple[object, ...]:
         """The objects implementing WConfdApi, for client._server.dispatch.build_methods."""
-        common = CommonMethods(self.metrics, self.role)
+        common = CommonMethods(self.metrics, self.role, self.events)
         return (common, self, self.locks, self.config, self.reservations)
 
     def _install(self, persistence: Persistence) -> None:
@@ -112,22 +122,43 @@ class WConfd:
         except RestoreError as exc:
             raise StartupError(f"stored lock state is inconsistent: {exc}") from None
         self.persistence = persistence
-        self.locks = LockService(persistence, manager, self.metrics)
+        self.events.ring = persistence.state.events
+        persistence.on_events = self.events.woken
+        self.events.woken()  # a new term's ring: waiters read it afresh
+        events = self.events
+        self.locks = LockService(persistence, manager, self.metrics, lambda: events.lock_wanted)
         self.config = ConfigService(persistence, lambda: self.locks.locks)
         self.reservations = ReservationService(persistence)
         table = build_methods(WConfdApi, *self.implementations(), guard=self.guard, role=self.role)
         self.methods.clear()
         self.methods.update(instrument(table, self.metrics))
 
-    async def take_over(self, store: DurableStore[Snapshot, Record], foreign: Foreign) -> None:
+    async def take_over(
+        self,
+        store: DurableStore[Snapshot, Record],
+        foreign: Foreign,
+        revision: tuple[int, Callable[[], int]] | None = None,
+    ) -> None:
         """Become master over a loaded store (docs/contracts.md#replicated-control-plane):
         keep the holdings of live processes of this node, release those of other nodes'
-        clients (`foreign`) and of the dead, then serve the state."""
-        persistence = Persistence(store, load_durable_state(store))
+        clients (`foreign`) and of the dead, then serve the state.  `revision`: on etcd,
+        the load's revision and where to read the revision of the record being applied
+        (events are numbered from it)."""
+        state = load_durable_state(store, self.retention)
+        if revision is not None:
+            state.start_term(revision[0])
+            state.revision = revision[1]
+        persistence = Persistence(store, state)
         releases = self._restore_plan(persistence.state, foreign)
-        if releases:
-            await persistence.commit(releases)
+        await persistence.commit([*releases, self._master_note()])
         self._install(persistence)
+
+    def _master_note(self) -> EventNote:
+        """The event of this node becoming the master (topic `role`)."""
+        info = (self.role or SingleNode()).info()
+        data = {"node": info.node, "term": info.term}
+        event = new_event("wconfd", "role", "master", f"node/{info.node}", data, time.time())
+        return EventNote([event])
 
     def stand_by(self, error: RpcError) -> None:
         """This node stopped serving: drop the term's store and fail its waiting calls."""
@@ -252,10 +283,12 @@ class WConfd:
         return infos
 
 
-def _load(store: DurableStore[Snapshot, Record], state_dir: Path) -> DurableState:
+def _load(
+    store: DurableStore[Snapshot, Record], state_dir: Path, retention: Retention
+) -> DurableState:
     """The durable state, or StartupError saying what to do."""
     try:
-        return load_durable_state(store)
+        return load_durable_state(store, retention)
     except StorageCorruptError as exc:
         raise StartupError(f"{exc}; restore the state directory from a backup") from None
     except Exception as exc:

@@ -1,28 +1,34 @@
 """The methods every daemon answers alike (client.api.common.CommonApi): ping, version,
-get_metrics and get_role."""
+get_metrics, get_role and watch_events."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from client import __version__
+from client._server.event_log import EventLog
 from client._server.metrics import Registry
 from client._server.roles import Role, SingleNode
 from client.api.common import RoleInfo, VersionInfo
+from client.events import EventRing, RawBatch
 from client.protocol import PROTOCOL_VERSION
 
 
 class CommonMethods:
-    """ping, version, get_metrics and get_role over the daemon's own registry
-    (`client.metrics.Registry(daemon)`, which the daemon updates as it works) and its role
-    (default: the single node of a local store, named by $LW_NODE or the host name)."""
+    """ping, version, get_metrics, get_role and watch_events over the daemon's own
+    registry (`client.metrics.Registry(daemon)`, which the daemon updates as it works),
+    its role (default: the single node of a local store, named by $LW_NODE or the host
+    name) and its event log (default: an empty one, for a daemon that keeps none)."""
 
     role: Role = SingleNode()  # a subclass that sets no role of its own is a single node
 
-    def __init__(self, metrics: Registry, role: Role | None = None) -> None:
+    def __init__(
+        self, metrics: Registry, role: Role | None = None, events: EventLog | None = None
+    ) -> None:
         self.metrics = metrics
         if role is not None:
             self.role = role
+        self.events = events or EventLog(metrics.daemon, EventRing())
 
     async def ping(self, conn: Any) -> str:
         return "pong"
@@ -35,3 +41,8 @@ class CommonMethods:
 
     async def get_role(self, conn: Any) -> RoleInfo:
         return self.role.info()
+
+    async def watch_events(
+        self, conn: Any, after: int, topics: list[str] | None, timeout: float, limit: int
+    ) -> RawBatch:
+        return await self.events.watch(after, topics, timeout, limit)

@@ -91,9 +91,27 @@ def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="asyncio's own loop, uvloop, or auto: uvloop when installed "
         "(default: $LW_EVENT_LOOP, else auto)",
     )
+    parser.add_argument(
+        "--event-retention",
+        type=_positive_count,
+        default=None,
+        metavar="N",
+        help="keep only the last N events (docs/contracts.md#events), with no age floor: "
+        "for tests of `gap`; default: at least the last 100,000 and at least 10 minutes' worth",
+    )
     add_role_options(parser)
     add_log_level(parser)
     return parser
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _store_url(text: str) -> EtcdStoreUrl:

@@ -1,13 +1,27 @@
 """Methods both daemons serve (docs/contracts.md#common-methods): ping, version,
-get_metrics, get_role."""
+get_metrics, get_role, and watch_events with the Event it answers
+(docs/contracts.md#events)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from msgspec import Meta
 
 from client.api.declare import Api, rpc
+from client.api.numbers import Seconds
+from client.errors import InvalidParams
+
+Topic = Literal["job", "drain", "filter", "budget", "queue", "lock", "config", "role"]
+TOPICS: Final[tuple[str, ...]] = (
+    "job", "drain", "filter", "budget", "queue", "lock", "config", "role",
+)  # fmt: skip
+DEFAULT_TOPICS: Final = frozenset(TOPICS) - {"lock"}
+"""What a subscriber that names no topics follows: every topic but `lock`, whose events
+are produced only while someone asks for them."""
+MAX_EVENTS: Final = 10_000
+"""The most events one watch_events answer carries (`limit`'s upper bound)."""
 
 
 class VersionInfo(msgspec.Struct, frozen=True):
@@ -24,6 +38,30 @@ class RoleInfo(msgspec.Struct, frozen=True):
     role: Literal["master", "standby"]
     master: str | None
     term: int
+
+
+class Event(msgspec.Struct, frozen=True):
+    """One change a daemon kept (docs/contracts.md#events): its index (strictly increasing,
+    never repeated), when (epoch seconds), which daemon ("luxid" or "wconfd"), the topic,
+    what happened (`action`), to what (`key`, e.g. "job/12", "instance/web1") and the
+    details (`data`)."""
+
+    index: int
+    ts: float
+    daemon: str
+    topic: Topic
+    action: str
+    key: str
+    data: dict[str, Any]
+
+
+class EventBatch(msgspec.Struct, frozen=True):
+    """What watch_events answers: the events after `after` (oldest first), the value to
+    pass as the next `after`, and whether events after `after` are no longer kept."""
+
+    events: list[Event]
+    last: int
+    gap: bool
 
 
 class CommonApi(Api):
@@ -50,3 +88,19 @@ class CommonApi(Api):
         "standby", the master's node name (null while there is none) and the term (the
         leader key's create revision; 0 for a single node on local files). Answered on
         standbys too."""
+
+    @rpc(InvalidParams, identified=False, reissue=True)
+    def watch_events(
+        self,
+        after: Annotated[int, Meta(ge=0)],
+        topics: list[Topic] | None = None,
+        timeout: Seconds = 30,
+        limit: Annotated[int, Meta(ge=1, le=MAX_EVENTS)] = 1000,
+    ) -> EventBatch:
+        """The daemon's events with an index above `after` (docs/contracts.md#events), at
+        most `limit`, of the `topics` asked for (null: every topic but "lock"): at once
+        when there are some, else as soon as one happens or when `timeout` s pass (then
+        with none).  `last` is the next `after`: the last index returned, or the newest
+        index the daemon has.  `gap` is true when events after `after` are no longer
+        kept.  `after` above the newest index is InvalidParams (start from 0, or from a
+        `last` this daemon answered).  Event-driven, never polled."""

@@ -78,3 +78,16 @@ def size_mib(text: str) -> int:
     if mib < 1:
         raise argparse.ArgumentTypeError(f"size must be at least 1 MiB, got {text!r}")
     return mib
+
+
+def topics(text: str) -> list[str]:
+    """`job,drain`: event topics (docs/contracts.md#events), each one known."""
+    from client.api.common import TOPICS
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TOPICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown topic(s) {', '.join(unknown) or repr(text)}; known: {', '.join(TOPICS)}"
+        )
+    return names

@@ -19,6 +19,12 @@ must promise:
   are allocated by luxid in memory above it and never reused, archived jobs included.
 - **Archive.**  Archived jobs stay readable by id (`load_jobs`, `status_of`) but are not
   part of `load_live`.
+- **Events.**  `append_events` numbers luxid's events (docs/contracts.md#events) and stores
+  them in the same transaction as the change they tell of; once the block ended,
+  `tx.events` holds them numbered.  Indexes are strictly increasing and never handed out
+  twice, across restarts and failovers: on SQLite one above the last (the table's
+  never-lowered sequence), on etcd derived from the revision of the write.  The store
+  prunes them by the retention `load_events` was given.
 
 Reads may run on any thread; they see committed data only.
 """
@@ -30,11 +36,19 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from client._server.write_placement import SyncMode
+from client.api.common import Event
+from client.events import EventRing, Retention
 from luxid.jobs import Job
 
 
 class StoreTransaction(Protocol):
-    """One open write transaction (valid inside its `with` block only)."""
+    """One open write transaction (valid inside its `with` block only; `events` after)."""
+
+    events: list[Event]
+    """The events this transaction stored, numbered (complete once the block ended)."""
+
+    def append_events(self, drafts: Iterable[Event]) -> None:
+        """Store events (not numbered yet) with this transaction; the store numbers them."""
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; their ids are above every id ever inserted (AlreadyExists else)."""
@@ -75,6 +89,10 @@ class JobStore(Protocol):
 
     def meta(self, key: str, default: int = 0) -> int:
         """A setting stored with `StoreTransaction.set_meta`, or `default`."""
+
+    def load_events(self, retention: Retention) -> EventRing:
+        """The kept events, with the newest index ever and the highest one dropped; from
+        now on the store keeps events by `retention`."""
 
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """A write transaction, durable when its block ends (see the module docstring)."""

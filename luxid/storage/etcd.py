@@ -12,6 +12,12 @@ also creates `gate/<job>/<op>`, on condition that it does not exist yet.  luxid 
 the job process's `running` report only after that commit, so an opcode runs at most once
 across all masters; a failed condition fails that write alone (AlreadyExists).
 
+Events (docs/contracts.md#events) are keys of their own, one change each right after the
+changes of the same write (one etcd transaction with them unless etcd's limits split the
+batch); their indexes come from the revision etcd gave the write (etcd_keys.event_indexes),
+so they only grow and never repeat across masters.  Pruning deletes the oldest keys in a
+later transaction, with `meta/events_pruned` (the highest index dropped) beside it.
+
 The store's calls are blocking, like SQLite's (group commit runs them on its worker
 thread; a read of an archived job runs on luxid's event loop), while the etcd client is
 asyncio: the store runs its own event loop on a thread of its own and waits for it.  It
@@ -28,6 +34,8 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import msgspec
+
 from client import errors
 from client._server.etcd.batching import Change
 from client._server.etcd.client import EtcdClient
@@ -35,21 +43,27 @@ from client._server.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
 from client._server.etcd.fencing import FencedWriter
 from client._server.etcd.release import lost_data
 from client._server.etcd.url import EtcdStoreUrl
-from client._server.etcd.wire import KeyValue, RequestOp, op_put, prefix_end
+from client._server.etcd.wire import KeyValue, RequestOp, op_delete, op_put, prefix_end
 from client._server.write_placement import SyncMode
+from client.api.common import Event
+from client.events import EventRing, Retention
 from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.storage.etcd_keys import (
     Gate,
     JobKeys,
     archive_change,
+    decode_event,
     decode_job,
     decode_log,
+    event_change,
+    event_indexes,
     job_change,
     started_ops,
 )
 from luxid.storage.jobdata import age_ts, attach_logs
 
 T = TypeVar("T")
+_PRUNE_AT_LEAST = 1000  # events pruned at once (fewer: wait; a delete per write costs)
 PAGE = 1000  # keys per range read at load (10,000 jobs exceed one answer comfortably)
 
 
@@ -85,6 +99,40 @@ class EtcdTransaction:
         self.gates: set[tuple[int, int]] = set()
         self.archived: set[int] = set()
         self.meta: dict[str, int] = {}
+        self.event_seq = store._event_seq
+        self.drafts: list[tuple[int, bytes, Event]] = []  # (change position, key, draft)
+        self.pruned = 0  # how many of the store's kept event keys this write deletes
+        self.events: list[Event] = []  # numbered, once committed
+
+    def append_events(self, drafts: Iterable[Event]) -> None:
+        """Store events, one key each; numbered from the write's revision at commit."""
+        store = self._store
+        for draft in drafts:
+            if not self.drafts:
+                self._prune_events()
+            self.event_seq += 1
+            key = store.keys.event(store.token, self.event_seq)
+            self.drafts.append((len(self.changes), key, draft))
+            self._add(event_change(store.keys, store.token, self.event_seq, draft))
+
+    def _prune_events(self) -> None:
+        """Delete the oldest events the retention lets go (with this transaction), once
+        there are enough of them to be worth a delete."""
+        store = self._store
+        kept, retention = store._event_keys, store.retention
+        if not kept:
+            return
+        newest_ts = kept[-1][2]
+        drop = 0
+        while drop < len(kept) and retention.drops_at(kept[drop][2], newest_ts, len(kept) - drop):
+            drop += 1
+        if drop < max(1, min(_PRUNE_AT_LEAST, retention.keep)):
+            return
+        index, key, _ = kept[drop - 1]
+        delete = op_delete(store.keys.events_prefix, range_end=key + b"\0")
+        self._add(Change((delete, op_put(store.keys.meta("events_pruned"), str(index)))))
+        self.meta["events_pruned"] = index
+        self.pruned = drop
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; each id above every id ever inserted (AlreadyExists else)."""
@@ -177,6 +225,10 @@ class EtcdJobStore:
         self._gates: set[tuple[int, int]] = set()
         self._meta: dict[str, int] = {}
         self.previous_master: str | None = None
+        self.retention = Retention()
+        self._event_seq = 0  # the last seq of this term's event keys
+        self._event_keys: list[tuple[int, bytes, float]] = []  # kept: (index, key, ts)
+        self._events: list[Event] = []  # kept, as loaded
 
     @classmethod
     def open(
@@ -227,6 +279,15 @@ class EtcdJobStore:
             self._last_id = int(kv.value)
         for kv in (await self.client.range(keys.master, revision=revision)).kvs:
             self.previous_master = kv.value.decode(errors="replace")
+        event_kvs: list[KeyValue] = [e async for e in self._scan(keys.events_prefix, revision)]
+        indexes = event_indexes(e.mod_revision for e in event_kvs)
+        mine = keys.events_prefix + b"%020d/" % self.token
+        for ekv, index in zip(event_kvs, indexes, strict=True):
+            event = msgspec.structs.replace(decode_event(ekv.key, ekv.value), index=index)
+            self._events.append(event)
+            self._event_keys.append((index, ekv.key, event.ts))
+            if ekv.key.startswith(mine):
+                self._event_seq = max(self._event_seq, int(ekv.key[len(mine) :]))
 
     async def _scan(self, prefix: bytes, revision: int) -> Any:
         """Every key under `prefix` at `revision`, in key order, page by page."""
@@ -257,7 +318,8 @@ class EtcdJobStore:
             tx = EtcdTransaction(self)
             yield tx
             if tx.changes:
-                self._commit(tx.changes, tx.ids_at)
+                revisions = self._commit(tx.changes, tx.ids_at)
+                self._number(tx, revisions)
             with self._lock:
                 self._last_id = tx.last_id
                 self._jobs.update(tx.jobs)
@@ -269,7 +331,32 @@ class EtcdJobStore:
                     self._logged.pop(job_id, None)
                     self._gates.difference_update({g for g in self._gates if g[0] == job_id})
 
-    def _commit(self, changes: list[Change], ids_at: list[int]) -> None:
+    def _number(self, tx: EtcdTransaction, revisions: list[int]) -> None:
+        """Number the committed events from their writes' revisions; keep their keys."""
+        indexes = event_indexes(revisions[position] for position, _, _ in tx.drafts)
+        tx.events = [
+            msgspec.structs.replace(draft, index=index)
+            for (_, _, draft), index in zip(tx.drafts, indexes, strict=True)
+        ]
+        self._event_seq = tx.event_seq
+        del self._event_keys[: tx.pruned]
+        self._event_keys += [
+            (event.index, key, event.ts)
+            for event, (_, key, _) in zip(tx.events, tx.drafts, strict=True)
+        ]
+
+    def load_events(self, retention: Retention) -> EventRing:
+        """The kept events as a ring under `retention` (which later writes prune by)."""
+        self.retention = retention
+        pruned = self._meta.get("events_pruned", 0)
+        ring = EventRing(retention, pruned=pruned)
+        ring.extend(self._events)
+        ring.set_last(pruned)
+        self._events = []  # the ring holds them now
+        return ring
+
+    def _commit(self, changes: list[Change], ids_at: list[int]) -> list[int]:
+        """Commit the changes; each change's revision."""
         next_id = self.keys.next_id
 
         def trailer(index: int) -> RequestOp:
@@ -281,19 +368,24 @@ class EtcdJobStore:
             if self.on_lost is not None:
                 self.on_lost(exc)
             raise
-        if any(isinstance(outcome, CompareFailed) for outcome in outcomes):
+        revisions = [outcome for outcome in outcomes if not isinstance(outcome, CompareFailed)]
+        if len(revisions) < len(outcomes):
             raise errors.AlreadyExists(
                 "an opcode of this write has already started on a master before (its "
                 "running gate exists in etcd); it is never started twice"
             )
+        return revisions
 
-    def claim(self, jobs: Iterable[Job]) -> None:
-        """Record this node as the one whose luxid serves, with the jobs a takeover changed,
-        in one transaction (luxid.takeover decides them)."""
+    def claim(self, jobs: Iterable[Job], events: Iterable[Event] = ()) -> None:
+        """Record this node as the one whose luxid serves, with the jobs a takeover changed
+        and their events, in one transaction (luxid.takeover decides them); the events are
+        kept for `load_events`."""
         with self.transaction() as tx:
             tx.update(jobs)
+            tx.append_events(events)
             tx.changes.append(Change((op_put(self.keys.master, self.node),)))
             tx.ids_at.append(tx.last_id)
+        self._events += tx.events
         self.previous_master = self.node
 
     def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:

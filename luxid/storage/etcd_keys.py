@@ -5,8 +5,13 @@ Under `P/jobs/`: `next_id` (the last allocated id), `live/<id>` (a live Job with
 log), `log/<id>/<serial>` (one log entry with its opcode index), `archive/<id>` (an
 archived Job with its log inlined), `gate/<id>/<op>` (the opcode-running gate),
 `meta/<key>` (small settings such as `drained`), `master` (the node whose luxid last
-served, so a restarted luxid knows whether the jobs are its own or a failed master's).
-Ids are zero-padded to 20 digits so keys sort by id.
+served, so a restarted luxid knows whether the jobs are its own or a failed master's),
+`events/<term>/<seq>` (one event, docs/contracts.md#events; keys sort in the order written,
+since terms only grow).  Ids are zero-padded to 20 digits so keys sort by id.
+
+An event's index is derived from the revision of its write: revision x EVENT_SLOTS + its
+place among the events of that revision (in key order) - the same number when written and
+when read back on any master, never repeated, since a revision is never reused.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ from msgspec.structs import replace
 
 from client._server.etcd.batching import Change
 from client._server.etcd.wire import cmp_create, op_delete, op_put
+from client.api.common import Event
 from client.errors import StorageError
+from client.events import EVENT_SLOTS
 from luxid.jobs.model import Job, LogEntry
 from luxid.storage.jobdata import strip
 
 _encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
+_event_decoder = msgspec.msgpack.Decoder(Event)
 
 
 class StoredLog(msgspec.Struct, frozen=True, array_like=True):
@@ -57,6 +65,11 @@ class JobKeys:
         self.archive_prefix = self.root + b"archive/"
         self.gate_prefix = self.root + b"gate/"
         self.meta_prefix = self.root + b"meta/"
+        self.events_prefix = self.root + b"events/"
+
+    def event(self, term: int, seq: int) -> bytes:
+        """One event's key: written by the master of `term`, its `seq`-th."""
+        return self.events_prefix + b"%020d/%020d" % (term, seq)
 
     def live(self, job_id: int) -> bytes:
         return self.live_prefix + b"%020d" % job_id
@@ -146,3 +159,27 @@ def archive_change(keys: JobKeys, job: Job) -> Change:
             ),
         )
     )
+
+
+def event_change(keys: JobKeys, term: int, seq: int, draft: Event) -> Change:
+    """Storing one event (not numbered: its index comes from the write's revision)."""
+    return Change((op_put(keys.event(term, seq), _encoder.encode(draft)),))
+
+
+def decode_event(key: bytes, data: bytes) -> Event:
+    try:
+        return _event_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise StorageError(f"etcd key {key!r} holds a corrupt event: {exc}") from exc
+
+
+def event_indexes(revisions: Iterable[int]) -> list[int]:
+    """The indexes of events written (or read back, in key order) at these revisions:
+    revision x EVENT_SLOTS + the event's place among those of its revision."""
+    out: list[int] = []
+    previous, place = -1, 0
+    for revision in revisions:
+        place = place + 1 if revision == previous else 0
+        previous = revision
+        out.append(revision * EVENT_SLOTS + place)
+    return out

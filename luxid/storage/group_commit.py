@@ -14,6 +14,10 @@ meanwhile; wconfd's small journal writes stay on the loop), the disk is slow,
 or the store is remote (its `sync_mode` is "thread": etcd), commits go to the worker and
 the event loop never blocks on the disk.  Store calls of their own (`call`) always do.
 
+A write may carry events (docs/contracts.md#events): the store numbers them inside the
+write's transaction, and once that commits they go to `on_events` (on the event loop, in
+index order) before any write of the batch is answered.
+
 Writes are applied in the order they were enqueued (enqueueing is synchronous, so the
 order is the order of the event loop's decisions).  If a batch fails with a storage error,
 every write of it fails (nothing was stored).  If it fails with anything else (one write
@@ -33,6 +37,7 @@ from typing import Any, TypeVar
 
 from client import errors
 from client._server.write_placement import WritePlacement
+from client.api.common import Event
 from luxid.jobs import Job
 from luxid.storage.base import JobStore, StoreTransaction
 
@@ -45,7 +50,7 @@ CLOSE_REPORT_EVERY = 1.0
 
 @dataclass
 class _Write:
-    """One queued write: new jobs, job updates, or a function.
+    """One queued write: new jobs, job updates, or a function, and the events they cause.
 
     `func` runs inside the batch's transaction; `alone` runs between transactions with
     the store itself (for store methods that make their own transaction).
@@ -56,6 +61,7 @@ class _Write:
     jobs: Sequence[Job] = ()
     func: Callable[[StoreTransaction], Any] | None = None
     alone: Callable[[JobStore], Any] | None = None
+    events: Sequence[Event] = ()
     result: Any = field(default=None)
 
     def apply(self, tx: StoreTransaction) -> None:
@@ -65,32 +71,42 @@ class _Write:
             tx.update(self.jobs)
         if self.func is not None:
             self.result = self.func(tx)
+        if self.events:
+            tx.append_events(self.events)
 
 
 Outcome = BaseException | None
+EventSink = Callable[[list[Event]], None]
 
 
 class GroupCommit:
     """Serialises and batches the writes of one JobStore (see the module docstring)."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, on_events: EventSink | None = None) -> None:
         self.store = store
+        self.on_events = on_events
         self._placement = WritePlacement(store.sync_mode)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="luxid-store")
         self._queue: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    def insert(self, jobs: Sequence[Job]) -> asyncio.Future[None]:
+    def insert(self, jobs: Sequence[Job], events: Sequence[Event] = ()) -> asyncio.Future[None]:
         """Store new jobs (ids allocated by luxid above every stored one)."""
-        return self._enqueue(new=jobs)
+        return self._enqueue(new=jobs, events=events)
 
-    def update(self, jobs: Sequence[Job]) -> asyncio.Future[None]:
+    def update(self, jobs: Sequence[Job], events: Sequence[Event] = ()) -> asyncio.Future[None]:
         """Store the new state of existing jobs."""
-        return self._enqueue(jobs=jobs)
+        return self._enqueue(jobs=jobs, events=events)
 
-    def run(self, func: Callable[[StoreTransaction], T]) -> asyncio.Future[T]:
+    def run(
+        self, func: Callable[[StoreTransaction], T], events: Sequence[Event] = ()
+    ) -> asyncio.Future[T]:
         """Run `func(tx)` inside a write transaction, in the worker; resolves to its result."""
-        return self._enqueue(func=func)
+        return self._enqueue(func=func, events=events)
+
+    def events(self, events: Sequence[Event]) -> asyncio.Future[None]:
+        """Store events that no job change carries (a pending_reason, a drain line)."""
+        return self._enqueue(events=events)
 
     def call(self, func: Callable[[JobStore], T]) -> asyncio.Future[T]:
         """Run `func(store)` in the worker after the writes queued before it."""
@@ -146,9 +162,11 @@ class GroupCommit:
         while self._queue:
             batch, self._queue = self._queue, []
             if self._placement.use_thread() or any(w.alone is not None for w in batch):
-                outcomes = await loop.run_in_executor(self._executor, self._timed, batch)
+                outcomes, events = await loop.run_in_executor(self._executor, self._timed, batch)
             else:
-                outcomes = self._timed(batch)
+                outcomes, events = self._timed(batch)
+            if events and self.on_events is not None:
+                self.on_events(events)
             for write, outcome in zip(batch, outcomes, strict=True):
                 if write.future.done():
                     continue
@@ -157,23 +175,24 @@ class GroupCommit:
                 else:
                     write.future.set_exception(outcome)
 
-    def _timed(self, batch: list[_Write]) -> list[Outcome]:
+    def _timed(self, batch: list[_Write]) -> tuple[list[Outcome], list[Event]]:
         """Process `batch` and tell the placement its size and time (where the next goes)."""
         start = time.perf_counter()
-        outcomes = self._process(batch)
+        events: list[Event] = []
+        outcomes = self._process(batch, events)
         self._placement.wrote(len(batch), time.perf_counter() - start)
-        return outcomes
+        return outcomes, events
 
-    def _process(self, batch: list[_Write]) -> list[Outcome]:
+    def _process(self, batch: list[_Write], events: list[Event]) -> list[Outcome]:
         """Consecutive transactional writes commit together, in order (on the worker, or
-        on the event loop for a lone writer)."""
+        on the event loop for a lone writer); the events committed go to `events`."""
         outcomes: list[Outcome] = []
         group: list[_Write] = []
         for write in batch:
             if write.alone is None:
                 group.append(write)
                 continue
-            outcomes += self._commit(group)
+            outcomes += self._commit(group, events)
             group = []
             try:
                 write.result = write.alone(self.store)
@@ -183,16 +202,17 @@ class GroupCommit:
             except Exception:
                 log.exception("job store call failed")
                 outcomes.append(errors.InternalError("job store call failed; see the luxid log"))
-        outcomes += self._commit(group)
+        outcomes += self._commit(group, events)
         return outcomes
 
-    def _commit(self, group: list[_Write]) -> list[Outcome]:
+    def _commit(self, group: list[_Write], events: list[Event]) -> list[Outcome]:
         if not group:
             return []
         try:
             with self.store.transaction() as tx:
                 for write in group:
                     write.apply(tx)
+            events += tx.events
             return [None] * len(group)
         except errors.StorageError as exc:
             log.error("job store write failed: %s", exc.message)
@@ -203,4 +223,4 @@ class GroupCommit:
                     return [exc]
                 log.exception("job store write failed")
                 return [errors.InternalError("job store write failed; see the luxid log")]
-        return [self._commit([write])[0] for write in group]
+        return [self._commit([write], events)[0] for write in group]

@@ -5,7 +5,12 @@ Layout: `jobs(id, status, archived, age_ts, data)` where `data` is the msgpack-e
 without its log entries, and `logs(job_id, serial, op_index, entry)` so appending a log
 entry costs one small row, not a rewrite of the job. `meta` holds the highest job id ever
 inserted, so ids stay strictly increasing and are never reused, whatever gets archived.
-(Schema version 1, unchanged: stores written before the seam load as they are.)
+`events(idx, ts, data)` keeps luxid's events (docs/contracts.md#events): written in the
+transaction of the change they tell of, numbered there one above the last (the table's
+AUTOINCREMENT sequence, which SQLite keeps with the commit and never lowers, so an index is
+never handed out twice, whatever is pruned or lost with a crash), pruned by the retention
+rule in the same transactions.  (Schema version 1, unchanged: the events table is only
+added, and stores written before the seam load as they are.)
 
 Archived jobs stay in the database but never in memory: the store keeps only a small
 per-live-job log-serial map, and loads archived jobs one by one on demand.
@@ -31,6 +36,8 @@ from msgspec.structs import replace
 
 from client import errors
 from client._server.write_placement import SyncMode
+from client.api.common import Event
+from client.events import EventRing, Retention, numbered
 from client.vocabulary import FINALIZED_STATUSES
 from luxid.jobs.model import Job, LogEntry, job_status
 from luxid.storage.jobdata import age_ts, attach_logs, strip
@@ -60,13 +67,21 @@ CREATE TABLE IF NOT EXISTS logs (
     PRIMARY KEY (job_id, serial)
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(key, value) VALUES ('last_job_id', 0);
+CREATE TABLE IF NOT EXISTS events (
+    idx  INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts   REAL NOT NULL,
+    data BLOB NOT NULL
+);
 """
+# Events are pruned once this many were appended since the last pruning (and at open).
+_PRUNE_EVERY: Final = 1000
 
 _FINALIZED_SQL: Final = "(" + ", ".join(f"'{s}'" for s in sorted(FINALIZED_STATUSES)) + ")"
 
 _job_encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
 _log_decoder = msgspec.msgpack.Decoder(LogEntry)
+_event_json = msgspec.json.Encoder()  # events are kept as JSON: loaded without decoding
 
 
 def default_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -101,6 +116,25 @@ class SqliteTransaction:
         self._last_id = store._last_id
         self._log_saved: dict[int, int] = {}
         self._dropped: set[int] = set()
+        self._last_event = store._last_event
+        self.events: list[Event] = []  # numbered; durable once the block ended
+
+    # --- events
+
+    def append_events(self, drafts: Iterable[Event]) -> None:
+        """Number the events one above the last and store them with this transaction."""
+        events = numbered(drafts, self._last_event + 1)
+        if not events:
+            return
+        self._conn.executemany(
+            "INSERT INTO events(idx, ts, data) VALUES (?, ?, ?)",
+            [(e.index, e.ts, _event_json.encode(e)) for e in events],
+        )
+        self._last_event = events[-1].index
+        self.events += events
+        self._store._unpruned += len(events)
+        if self._store._unpruned >= _PRUNE_EVERY:
+            self._store._prune_events(events[-1])
 
     # --- inserts
 
@@ -214,6 +248,10 @@ class SqliteJobStore:
         self._log_saved: dict[int, int] = {}
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_job_id'").fetchone()
         self._last_id: int = int(row[0])
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        self._last_event: int = int(row[0]) if row else 0
+        self.retention = Retention()
+        self._unpruned = 0
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> SqliteJobStore:
@@ -288,13 +326,45 @@ class SqliteJobStore:
             except BaseException as exc:
                 with suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
+                tx.events = []
                 if isinstance(exc, sqlite3.Error):
                     raise errors.StorageError(f"job store write failed: {exc}") from exc
                 raise
             self._last_id = tx._last_id
+            self._last_event = tx._last_event
             self._log_saved.update(tx._log_saved)
             for job_id in tx._dropped:
                 self._log_saved.pop(job_id, None)
+
+    def _prune_events(self, newest: Event) -> None:
+        """Drop the events the retention lets go (inside the open transaction)."""
+        self._unpruned = 0
+        keep, min_age = self.retention.keep, self.retention.min_age
+        cutoff = newest.ts - min_age if min_age is not None else float("inf")
+        self._conn.execute(
+            "DELETE FROM events WHERE idx <= ? AND ts < ?", (newest.index - keep, cutoff)
+        )
+
+    def load_events(self, retention: Retention) -> EventRing:
+        """The kept events as a ring under `retention` (which later transactions prune by
+        too); the ring knows the newest index ever and that the older ones are gone."""
+        self.retention = retention
+        floor = self._last_event - retention.keep
+        with self._lock:
+            if retention.min_age is not None:
+                newest = self._read("SELECT ts FROM events ORDER BY idx DESC LIMIT 1")
+                if newest:
+                    young = self._read(
+                        "SELECT MIN(idx) FROM events WHERE ts >= ?",
+                        (newest[0][0] - retention.min_age,),
+                    )
+                    floor = min(floor, int(young[0][0]) - 1)
+            rows = self._read("SELECT idx, data FROM events WHERE idx > ? ORDER BY idx", (floor,))
+        first = rows[0][0] if rows else self._last_event + 1
+        ring = EventRing(retention, pruned=first - 1)
+        ring.extend_json(data for _, data in rows)
+        ring.set_last(self._last_event)
+        return ring
 
     def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
         """Archive finalized jobs that ended before `older_than` (epoch seconds).

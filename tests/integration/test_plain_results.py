@@ -117,6 +117,8 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
             break
         await asyncio.sleep(0.01)
     assert pending[0].request == [["node/a", "shared"]]
+    (wait,) = await call(wc, "lock_waits")
+    assert wait.lock == "node/a" and wait.held_by
     locks_serial = await call(wc, "wait_locks_change", since_serial=-1, timeout=0)
     clients = await call(wc, "list_clients")
     mine = next(c for c in clients if c.client_id == wc.client_id)
@@ -145,6 +147,11 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
         if change.values[0] in FINAL:
             break
     assert [entry[3] for entry in logged] == ["a", "b"]
+    assert (await call(lc, "why_job", job_id=job)).chain == []
+    for daemon in (wc, lc):
+        everything = ["job", "drain", "filter", "queue", "lock", "config", "role"]
+        batch = await call(daemon, "watch_events", after=0, topics=everything, timeout=0)
+        assert batch.events and batch.last == batch.events[-1].index
     rows = await call(lc, "query_jobs", ids=[job, 10**6], fields=["id", "oplog", "opresult"])
     assert rows[1] is None
     await call(lc, "set_drain_flag", flag=False)

@@ -55,6 +55,8 @@ PURE: tuple[str, ...] = (
     "luxid.takeover",
     "jobproc.locks",
     "client.filterrules",
+    "client.events",
+    "luxid.events",
 )
 # Modules inside a PURE package that are shells (they do I/O on the core's behalf).
 IMPURE: tuple[str, ...] = ("jobproc.locks.acquire",)

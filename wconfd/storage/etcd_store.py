@@ -19,6 +19,10 @@ What the seam promises (seam.py) and how it holds here:
   node's or another's - loads what etcd has. So memory never holds what etcd does not.
 - A record whose one change exceeds a transaction (`--max-txn-ops`, request size) is
   refused alone, before anything is queued: it fails its own call with StorageError.
+- Events (docs/contracts.md#events): wconfd's are not stored in etcd; an `EventNote`
+  is an empty change, and each record's events are numbered from the revision of the
+  transaction that committed it (`revision`, read while its on_durable runs), so they
+  grow across terms and never repeat.  A new term keeps none of the old term's.
 - Snapshots: none; etcd keeps the current state (history is compacted by etcd's own
   `--auto-compaction-retention`).
 - Never back in time: `known_serial` is the config serial this node already had durable
@@ -33,7 +37,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from client._server.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, change_size
 from client._server.etcd.client import EtcdClient
@@ -44,7 +48,7 @@ from client._server.etcd.wire import RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable_state import DurableState, LockChange, Record, Snapshot
+from wconfd.durable_state import DurableState, EventNote, LockChange, Record, Snapshot
 from wconfd.locking.names import RELEASE
 from wconfd.storage.etcd_keys import (
     Keys,
@@ -103,6 +107,8 @@ class EtcdStore:
         self._flushing: asyncio.Task[None] | None = None
         self._broken: RpcError | None = StorageError("the etcd store is not loaded yet")
         self._seq = 0
+        self.loaded_revision = 0  # the revision `load` read the state at
+        self.revision = 0  # the commit revision of the record whose on_durable runs
 
     # -- loading --------------------------------------------------------------------------
 
@@ -125,6 +131,7 @@ class EtcdStore:
             )
             kvs.extend(page.kvs)
             more = page.more
+        self.loaded_revision = revision
         decoded = decode_state(self.keys, kvs)
         config = decoded.config
         found = 0 if config is None else config.serial_no
@@ -203,6 +210,8 @@ class EtcdStore:
             ops = reservation_ops(self.keys, self.node, record)
         elif isinstance(record, ConfigChange):
             ops = config_ops(self.keys, record)
+        elif isinstance(record, EventNote):
+            ops = []  # events are numbered from the revision; etcd keeps none of wconfd's
         else:
             raise StorageError(f"the etcd store cannot store {type(record).__name__} records")
         size = change_size(Change(tuple(ops)))
@@ -262,8 +271,9 @@ class EtcdStore:
             self._durable_meta = metas[-1]
             if self.on_write is not None:
                 self.on_write(time.monotonic() - started)
-            for q in batch:
+            for q, revision in zip(batch, outcomes, strict=True):
                 self._seq += 1
+                self.revision = cast(int, revision)
                 if q.on_durable is not None:
                     q.on_durable(q.record)
                 if not q.fut.done():

@@ -1,0 +1,281 @@
+"""The event stream's figures (docs/contracts.md#events), with real wconfd, luxid and
+lw-rapi daemons:
+
+- latency: an SSE subscriber on `GET /2/events?topics=queue`; the bench toggles the drain
+  flag and times from the call's start (the change is durable before the call returns, so
+  this bounds the time from durable to delivered from above) to the frame read.  Target:
+  p99 ≤ 50 ms.
+- submits: `submit_job`/s, 64 in flight (a PAUSE rule keeps the jobs queued), with no
+  subscriber and with 100 subscribers following every topic of both daemons (a child
+  process running 100 watch_events loops per daemon), alternated, medians.  Target: with
+  100 ≥ 0.85 x without.  The target is about the daemons' cost, but on one 2-core machine
+  the subscribers' own work competes with luxid for the cores: 100 stubs decoding every
+  event into Structs take about half a core at 5,000 events/s.  So the subscribers are
+  measured twice: `light` ones read every answer whole (the daemons do exactly the same
+  work) but decode only `last`, as subscribers elsewhere would cost this machine nothing;
+  `full` ones decode everything through the asyncio stub.  The row uses `light`.
+- lock cycles: one client's durable acquire+release cycles/s with no subscriber and with
+  one subscriber to the other topics (wconfd then writes no lock events: a lock cycle
+  must cost the same), alternated, medians.  Target: ratio ≥ 0.97.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+# Python puts this script's directory first; it holds bench/queue.py, which would shadow
+# the standard library's `queue`: move the directory to the end.
+sys.path.append(sys.path.pop(0))
+
+import queue as stdqueue
+
+from _durable_floor import cycles_per_s
+from _util import cpu_count, daemon, rapi, summary
+
+from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
+from client.api.common import TOPICS
+
+DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
+REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
+OTHER_TOPICS = [t for t in TOPICS if t != "lock"]
+
+
+# -- (a) latency ------------------------------------------------------------------------------
+
+
+def sse_frames(port: int, out: stdqueue.Queue[float], ready: threading.Event) -> None:
+    """Read `GET /2/events?topics=queue`; put the time each frame is complete."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/2/events?topics=queue")
+    resp = conn.getresponse()
+    ready.set()
+    data = False
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        if line.startswith(b"data:"):
+            data = True
+        elif line == b"\n" and data:
+            out.put(time.perf_counter())
+            data = False
+
+
+def latency(run: Path, port: int, samples: int) -> dict[str, Any]:
+    frames: stdqueue.Queue[float] = stdqueue.Queue()
+    ready = threading.Event()
+    threading.Thread(target=sse_frames, args=(port, frames, ready), daemon=True).start()
+    ready.wait(10)
+    time.sleep(0.2)
+    lc = LuxiClient(run / "luxid.sock")
+    got = []
+    for i in range(samples):
+        start = time.perf_counter()
+        lc.set_drain_flag(flag=i % 2 == 0)
+        got.append(frames.get(timeout=10) - start)
+    lc.set_drain_flag(flag=False)
+    lc.close()
+    return summary(got)
+
+
+# -- (b) submits with subscribers --------------------------------------------------------------
+
+
+class _Last(msgspec.Struct):
+    last: int
+
+
+class _Answer(msgspec.Struct):
+    result: _Last
+
+
+_answer = msgspec.json.Decoder(_Answer)
+
+
+async def follow_full(client: Any) -> None:
+    """Follow every topic through the asyncio stub (each event decoded)."""
+    after = (await client.watch_events(after=0, topics=[], timeout=0)).last
+    while True:
+        after = (await client.watch_events(after=after, topics=list(TOPICS), timeout=30)).last
+
+
+async def follow_light(socket: Path) -> None:
+    """Follow every topic over a plain socket: every answer read whole, only `last`
+    decoded (JSON-RPC as docs/contracts.md#wire-protocol has it)."""
+    reader, writer = await asyncio.open_unix_connection(str(socket), limit=1 << 26)
+    after, ident = 0, 0
+    topics: list[str] = []
+    while True:
+        ident += 1
+        params = {"after": after, "topics": topics, "timeout": 0 if not topics else 30}
+        call = {"jsonrpc": "2.0", "method": "watch_events", "params": params, "id": ident}
+        writer.write(msgspec.json.encode(call) + b"\n")
+        after = _answer.decode(await reader.readline()).result.last
+        topics = list(TOPICS)
+
+
+async def subscribers(run: Path, count: int, light: bool) -> None:
+    """`count` followers of every topic on each daemon, until stdin closes."""
+    if light:
+        work = [follow_light(run / f"{d}.sock") for d in ("luxid", "wconfd") for _ in range(count)]
+    else:
+        luxi = [AsyncLuxiClient(run / "luxid.sock") for _ in range(count)]
+        wconfd = [AsyncWConfdClient(run / "wconfd.sock", name=f"sub{i}") for i in range(count)]
+        work = [follow_full(c) for c in luxi + wconfd]
+    tasks = [asyncio.create_task(w) for w in work]
+    await asyncio.sleep(1.0)
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    for task in tasks:
+        task.cancel()
+
+
+def submit_rate(run: Path, seconds: float, in_flight: int = 64) -> float:
+    async def go() -> float:
+        client = AsyncLuxiClient(run / "luxid.sock")
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                await client.submit_job(ops=[DELAY0])
+                done += 1
+
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        elapsed = time.perf_counter() - t
+        await client.close()
+        return done / elapsed
+
+    return asyncio.run(go())
+
+
+def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> float:
+    """Submits/s while a child process runs `count` subscribers on each daemon."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--subscribe", str(run), "--count", str(count),
+         *(["--light"] if light else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    rate = submit_rate(run, seconds)
+    assert child.stdin is not None
+    child.stdin.close()
+    child.wait(10)
+    return rate
+
+
+def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any]:
+    lc = LuxiClient(run / "luxid.sock")
+    uuid = lc.replace_filter(uuid=None, **PAUSE_ALL)
+    submit_rate(run, 1.0)  # warm the WAL up
+    without, light, full = [], [], []
+    for _ in range(rounds):
+        without.append(submit_rate(run, seconds))
+        light.append(with_subscribers(run, count, seconds, light=True))
+        full.append(with_subscribers(run, count, seconds, light=False))
+    lc.replace_filter(uuid=uuid, **REJECT_ALL)
+    lc.delete_filter(uuid=uuid)
+    lc.close()
+    a, b, c = (statistics.median(x) for x in (without, light, full))
+    return {
+        "subscribers": count,
+        "without_per_s": round(a),
+        "with_per_s": round(b),
+        "ratio": round(b / a, 3),
+        "with_full_decoding_per_s": round(c),
+        "ratio_full_decoding": round(c / a, 3),
+        "target_ratio": 0.85,
+    }
+
+
+# -- (c) lock cycles -----------------------------------------------------------------------------
+
+
+class _Stub:
+    def __init__(self, client: WConfdClient) -> None:
+        self.client = client
+
+    def acquire(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "exclusive"]])
+
+    def release(self, lock: str) -> None:
+        self.client.try_update_locks([[lock, "release"]])
+
+
+def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
+    client = WConfdClient(run / "wconfd.sock", name="bench-locks")
+    stop = threading.Event()
+
+    def subscriber() -> None:
+        with WConfdClient(run / "wconfd.sock", name="bench-sub") as sub:
+            after = sub.watch_events(after=0, topics=[], timeout=0).last
+            while not stop.is_set():
+                after = sub.watch_events(after=after, topics=OTHER_TOPICS, timeout=0.5).last
+
+    stub = _Stub(client)
+    cycles_per_s(stub, 1.0)
+    first = client.watch_events(after=0, topics=[], timeout=0).last
+    without, with_one = [], []
+    for _ in range(rounds):
+        without.append(cycles_per_s(stub, seconds))
+        stop.clear()
+        thread = threading.Thread(target=subscriber)
+        thread.start()
+        time.sleep(0.1)
+        with_one.append(cycles_per_s(stub, seconds))
+        stop.set()
+        thread.join()
+    written = client.watch_events(after=0, topics=[], timeout=0).last - first
+    client.close()
+    a, b = statistics.median(without), statistics.median(with_one)
+    return {
+        "without_per_s": round(a),
+        "with_one_subscriber_per_s": round(b),
+        "ratio": round(b / a, 3),
+        "events_written": written,
+        "target_ratio": 0.97,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribe", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--light", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=100, help="subscribers (default 100)")
+    parser.add_argument("--samples", type=int, default=300, help="latency samples")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement")
+    args = parser.parse_args()
+    if args.subscribe is not None:
+        asyncio.run(subscribers(args.subscribe, args.count, args.light))
+        return
+    with daemon("wconfd") as (run, state), daemon("luxid", base=run.parent):
+        with rapi(run, state, "--allow-anonymous-read") as conn:
+            port = conn.port
+            out: dict[str, Any] = {"bench": "events", "cpus": cpu_count()}
+            out["latency"] = {**latency(run, port, args.samples), "target_p99_ms": 50}
+        # Lock cycles first: the submits' subscribers follow `lock` too, and wconfd goes on
+        # writing lock events for 30 s after the last of them.
+        out["lock_cycles"] = lock_cycles(run, args.rounds, args.seconds)
+        out["submits"] = submits(run, args.count, args.rounds, args.seconds)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

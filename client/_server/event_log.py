@@ -1,0 +1,139 @@
+"""A daemon's event log: the kept events (client.events) and the event-driven
+wait of watch_events (docs/contracts.md#events).
+
+The daemon's store numbers each event in the same durable step as the change it tells of
+and hands it here once durable (`publish`), or extends the ring itself and says so
+(`woken`); either wakes every waiting watch_events call at once, with no polling.  The
+event loop is the only thread.
+
+Events are shown in steps: the first event after a quiet spell is visible (and wakes the
+waiters) at once, the next ones within the wake interval become visible together at its
+end.  A follower that comes back right after an answer thus waits for the next step
+instead of getting the one event that came meanwhile: each follower gets one answer per
+step, however busy the daemon.  A step costs one answer per follower, so the interval
+grows with them (`WAKE_COST_PER_WAITER` for each call waiting, or woken by the last step
+and on its way back, at most `MAX_WAKE_INTERVAL`): with 100
+followers of a daemon writing thousands of events a second, each gets a few dozen batches
+a second rather than one per event, which is what keeps them cheap, at a cost of at most
+MAX_WAKE_INTERVAL of latency; a lone follower sees an event within a millisecond.
+
+Lock events cost a journal write each, so wconfd produces them only while someone follows
+topic `lock`: `lock_wanted` is true while a watch_events call asks for it, and for
+`LOCK_INTEREST` seconds after the last one ended (a follower's next call comes within
+that, so it misses nothing between two calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from typing import Final
+
+from client._server.change_serial import MAX_WAIT
+from client.api.common import DEFAULT_TOPICS, Event
+from client.events import EventRing, RawBatch
+
+LOCK_INTEREST: Final = 30.0
+WAKE_COST_PER_WAITER: Final = 0.0004
+MAX_WAKE_INTERVAL: Final = 0.04
+
+
+class EventLog:
+    """The ring of one daemon (replaceable: wconfd installs a new one per term) and the
+    future its waiters share."""
+
+    def __init__(self, daemon: str, ring: EventRing) -> None:
+        self.daemon = daemon
+        self._ring = ring
+        self._visible = ring.last  # the newest index readers see (see the module doc)
+        self._waiting: list[asyncio.Future[None]] = []  # one per waiting call
+        self._last_step = 0  # how many calls the last step woke (they are on their way back)
+        self._last_wake = float("-inf")
+        self._wake_due: asyncio.TimerHandle | None = None
+        self._lock_watchers = 0
+        self._lock_seen = float("-inf")
+
+    @property
+    def ring(self) -> EventRing:
+        """The kept events (wconfd installs a new ring per term)."""
+        return self._ring
+
+    @ring.setter
+    def ring(self, ring: EventRing) -> None:
+        self._ring = ring
+        self._visible = ring.last
+
+    @property
+    def lock_wanted(self) -> bool:
+        """Whether someone follows topic `lock` now (or did within LOCK_INTEREST s)."""
+        return self._lock_watchers > 0 or time.monotonic() - self._lock_seen < LOCK_INTEREST
+
+    def publish(self, events: Iterable[Event]) -> None:
+        """Durable events, in index order: keep them and wake the watchers."""
+        self.ring.extend(events)
+        self.woken()
+
+    def woken(self) -> None:
+        """The ring changed: show its new events and wake every waiting watch_events
+        call, now or at the end of the current interval."""
+        if self._wake_due is not None:
+            return  # a step is already due
+        loop = asyncio.get_running_loop()
+        followers = max(len(self._waiting), self._last_step)
+        interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * followers)
+        wait = self._last_wake + interval - loop.time()
+        if wait <= 0:
+            self._wake()
+        else:
+            self._wake_due = loop.call_later(wait, self._wake)
+
+    def _wake(self) -> None:
+        self._wake_due = None
+        self._last_wake = asyncio.get_running_loop().time()
+        self._visible = self._ring.last
+        waiting, self._waiting = self._waiting, []
+        self._last_step = len(waiting)
+        for fut in waiting:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def watch(
+        self, after: int, topics: Iterable[str] | None, timeout: float, limit: int
+    ) -> RawBatch:
+        """watch_events: the events after `after` at once, or the first that come within
+        `timeout` s (InvalidParams for an `after` above the newest index).  The answer
+        carries each event's kept JSON; the stubs decode it as an EventBatch."""
+        wanted = DEFAULT_TOPICS if topics is None else frozenset(topics)
+        follows_locks = "lock" in wanted
+        if follows_locks:
+            self._lock_watchers += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, MAX_WAIT)
+        try:
+            while True:
+                batch = self._ring.read(after, wanted, limit, self._visible)
+                left = deadline - loop.time()
+                if batch.events or batch.gap or left <= 0:
+                    return batch
+                after = batch.last  # what is left out by `topics` need not be read again
+                # A future of its own and a timer (cheaper than wait_for over a shared one).
+                fut = loop.create_future()
+                self._waiting.append(fut)
+                timer = loop.call_later(left, _timed_out, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                    with contextlib.suppress(ValueError):  # timed out or cancelled
+                        self._waiting.remove(fut)
+        finally:
+            if follows_locks:
+                self._lock_watchers -= 1
+                self._lock_seen = time.monotonic()
+
+
+def _timed_out(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
