@@ -152,11 +152,13 @@ class EventRing:
         self._prune()
 
     def extend_json(self, raws: Iterable[bytes | msgspec.Raw]) -> None:
-        """`extend` with events as JSON (a snapshot's, a store's)."""
+        """`extend` with events as JSON (a snapshot's, a store's).  Each is kept compact,
+        whatever its layout in the file (a pretty-printed snapshot's are indented): kept
+        JSON goes verbatim into one-line answers and into the next snapshot's checksum."""
         for raw in raws:
-            head = _head.decode(raw)
-            kept = raw if isinstance(raw, msgspec.Raw) else msgspec.Raw(raw)
-            self._append(_Kept(head.index, head.ts, head.topic, kept))
+            compact = msgspec.json.format(bytes(raw), indent=-1)
+            head = _head.decode(compact)
+            self._append(_Kept(head.index, head.ts, head.topic, msgspec.Raw(compact)))
         self._prune()
 
     def _append(self, kept: _Kept) -> None:

@@ -126,6 +126,18 @@ def test_events_kept_as_json_come_back_the_same():
     assert again.kept() == events and again.last == 10
 
 
+def test_events_read_from_indented_json_are_kept_compact():
+    """A pretty-printed snapshot's events come back one line each, byte for byte what the
+    ring itself encodes (they go verbatim into one-line answers and the next snapshot)."""
+    events = numbered([new_event("wconfd", "config", "add", "node/n1", {"serial": 1}, 2.5)], 1)
+    ring = EventRing()
+    ring.extend(events)
+    again = EventRing()
+    again.extend_json(msgspec.json.format(bytes(raw), indent=2) for raw in ring.kept_json())
+    assert [bytes(raw) for raw in again.kept_json()] == [bytes(r) for r in ring.kept_json()]
+    assert b"\n" not in bytes(again.kept_json()[0])
+
+
 def test_set_last_only_moves_up_and_a_compacted_ring_reads_the_same():
     ring = EventRing(Retention(3, None))
     events = numbered([new_event("luxid", "job", "status", "job/1", {}, 1.0)] * 5000, 1)
