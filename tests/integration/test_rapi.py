@@ -508,7 +508,13 @@ def test_openapi_fuzz_finds_no_server_error(rapi: Rapi, stack: Any) -> None:
     token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
     headers = {"Authorization": f"Basic {token}"}
     failures: list[str] = []
-    operations = [result.ok() for result in schema.get_all_operations()]
+    # The event stream never ends by itself: each case would read until its timeout (its
+    # own tests, tests/integration/test_events.py, drive it with a reader that stops).
+    operations = [
+        op
+        for op in (result.ok() for result in schema.get_all_operations())
+        if op.path != "/2/events"
+    ]
     assert len(operations) >= 16
     for operation in operations:
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
