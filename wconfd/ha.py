@@ -163,7 +163,6 @@ class HaShell:
 
     async def _take_over(self, term: Term) -> None:
         store = self._term_store = self._store()
-        store.on_write = self.service.metrics.histogram("lockwarden_journal_flush_seconds").observe
         t0 = time.monotonic()
         try:
             # Move the commit marker on before loading: a write of a killed predecessor in
@@ -179,6 +178,11 @@ class HaShell:
                 lambda owner: nodes.get(owner, self.node) != self.node,
                 (store.loaded_revision, lambda: store.revision),
             )
+            # The flush metric counts the writes of the serving term, from after its own
+            # start-up writes (the releases of the dead and its master event) on.
+            store.on_write = self.service.metrics.histogram(
+                "lockwarden_journal_flush_seconds"
+            ).observe
         except Exception as exc:
             if not isinstance(exc, EtcdError | StorageError):
                 log.exception("taking over failed")

@@ -282,9 +282,11 @@ def test_submit_waits_streams_and_exit_codes(lw: Lw) -> None:
 
 
 def test_job_list_info_priority_cancel_archive(lw: Lw, stack: Any) -> None:
+    # The second job is submitted once the first holds node x: submitted together, either
+    # job's process could ask wconfd for the lock first.
     running = int(lw.ok("debug", "delay", "60", "--on-node", "x", "--submit").strip())
-    waiting = int(lw.ok("debug", "delay", "60", "--on-node", "x", "--submit").strip())
     stack.wait_op_running(running)
+    waiting = int(lw.ok("debug", "delay", "60", "--on-node", "x", "--submit").strip())
     jobs = lw.json("job", "list")
     assert [j["id"] for j in jobs] == [running, waiting]
     assert set(jobs[0]) == {"id", "status", "priority", "summary"}
