@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import contextvars
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 """What --event-loop accepts."""
+
+GC_THRESHOLDS = (20_000, 10, 10)
+"""The collector's generation thresholds once a daemon serves (Python's default: 700)."""
 
 
 class SocketBusy(Exception):
@@ -288,9 +292,25 @@ def run_daemon(
     return 0
 
 
+def tune_collector() -> None:
+    """Set the cyclic garbage collector up for a serving daemon.
+
+    What start-up loaded (the state, the modules) lives as long as the daemon: frozen, no
+    full collection walks it again (no collection first: it would delay the first answer
+    by a walk over all of it, to find almost nothing).  Each call allocates a few dozen short-lived objects,
+    so Python's default of a young collection every 700 allocations ran one every few
+    calls and cost luxid about a seventh of its time with 100 event followers (and a
+    quarter of its submit rate without any); every `GC_THRESHOLDS[0]` keeps pauses short
+    (a young collection walks at most that many objects) at a fraction of the cost.
+    """
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 async def serve_until_stopped(server: RpcServer, name: str) -> None:
     """Start `server`, tell systemd we are ready, and stop cleanly on SIGTERM/SIGINT."""
     await server.start()
+    tune_collector()
     log.info("%s listening on %s", name, server.socket_path)
     sdnotify.ready(f"serving on {server.socket_path}")
     watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
