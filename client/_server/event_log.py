@@ -48,12 +48,22 @@ class EventLog:
         self.daemon = daemon
         self._ring = ring
         self._visible = ring.last  # the newest index readers see (see the module doc)
-        self._waiting: list[asyncio.Future[None]] = []  # one per waiting call
+        # One per waiting call: a step sets False (and drops the list), a timeout True.
+        self._waiting: list[asyncio.Future[bool]] = []
         self._last_step = 0  # how many calls the last step woke (they are on their way back)
         self._last_wake = float("-inf")
         self._wake_due: asyncio.TimerHandle | None = None
         self._lock_watchers = 0
         self._lock_seen = float("-inf")
+        self._loop_seen: asyncio.AbstractEventLoop | None = None
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, looked up once per loop (on 3.11 each lookup is a getpid
+        system call, and watch_events is the call 100 followers make 25 times a second)."""
+        loop = self._loop_seen
+        if loop is None or loop.is_closed():
+            loop = self._loop_seen = asyncio.get_running_loop()
+        return loop
 
     @property
     def ring(self) -> EventRing:
@@ -80,7 +90,7 @@ class EventLog:
         call, now or at the end of the current interval."""
         if self._wake_due is not None:
             return  # a step is already due
-        loop = asyncio.get_running_loop()
+        loop = self._loop()
         followers = max(len(self._waiting), self._last_step)
         interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * followers)
         wait = self._last_wake + interval - loop.time()
@@ -91,13 +101,13 @@ class EventLog:
 
     def _wake(self) -> None:
         self._wake_due = None
-        self._last_wake = asyncio.get_running_loop().time()
+        self._last_wake = self._loop().time()
         self._visible = self._ring.last
         waiting, self._waiting = self._waiting, []
         self._last_step = len(waiting)
         for fut in waiting:
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(False)
 
     async def watch(
         self, after: int, topics: Iterable[str] | None, timeout: float, limit: int
@@ -109,7 +119,7 @@ class EventLog:
         follows_locks = "lock" in wanted
         if follows_locks:
             self._lock_watchers += 1
-        loop = asyncio.get_running_loop()
+        loop = self._loop()
         deadline = loop.time() + min(timeout, MAX_WAIT)
         try:
             while True:
@@ -126,14 +136,15 @@ class EventLog:
                     await fut
                 finally:
                     timer.cancel()
-                    with contextlib.suppress(ValueError):  # timed out or cancelled
-                        self._waiting.remove(fut)
+                    if not fut.done() or fut.cancelled() or fut.result():  # not woken by a step
+                        with contextlib.suppress(ValueError):
+                            self._waiting.remove(fut)
         finally:
             if follows_locks:
                 self._lock_watchers -= 1
                 self._lock_seen = time.monotonic()
 
 
-def _timed_out(fut: asyncio.Future[None]) -> None:
+def _timed_out(fut: asyncio.Future[bool]) -> None:
     if not fut.done():
-        fut.set_result(None)
+        fut.set_result(True)

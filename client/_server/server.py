@@ -118,6 +118,8 @@ class Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._scanned = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        # Its loop, looked up once (on 3.11 each lookup is a getpid system call).
+        self._loop = asyncio.get_running_loop()
         self._reading_paused = False
         self._writing_paused = False
 
@@ -202,7 +204,7 @@ class Connection(asyncio.Protocol):
         taken here and `_resume` drives the rest.
         """
         coro = self._answer(line)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         if _EAGER_TASKS:
             task = loop.create_task(coro)
             if task.done():
