@@ -1,8 +1,10 @@
-"""Helpers of the luxid bench scripts (queue, cancel, burst): a wconfd + luxid stack on a
-temporary directory, the fsync floor of this disk, and following jobs to their end."""
+"""Helpers of the luxid bench scripts (queue, cancel, burst, events): a wconfd + luxid
+stack on a temporary directory, the fsync floor of this disk, pipelined submits, and
+following jobs to their end."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import statistics
@@ -13,9 +15,35 @@ from pathlib import Path
 import psutil
 from _util import daemon
 
+from client import AsyncLuxiClient
+
 DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
 REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
+
+
+def pipelined_submit_rate(socket: Path, seconds: float, in_flight: int = 64) -> float:
+    """submit_job/s of one asyncio client keeping `in_flight` calls of a DELAY0 job going
+    for `seconds`."""
+
+    async def go() -> float:
+        client = AsyncLuxiClient(socket)
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                await client.submit_job(ops=[DELAY0])
+                done += 1
+
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        elapsed = time.perf_counter() - t
+        await client.close()
+        return done / elapsed
+
+    return asyncio.run(go())
 
 
 def fsync_ms(directory: Path, commits: int = 200) -> dict[str, float]:

@@ -41,14 +41,12 @@ sys.path.append(sys.path.pop(0))
 import queue as stdqueue
 
 from _durable_floor import cycles_per_s
+from _luxid import PAUSE_ALL, REJECT_ALL, pipelined_submit_rate
 from _util import cpu_count, daemon, rapi, summary
 
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
 from client.api.common import TOPICS
 
-DELAY0 = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
-PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
-REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
 OTHER_TOPICS = [t for t in TOPICS if t != "lock"]
 
 
@@ -144,25 +142,8 @@ async def subscribers(run: Path, count: int, light: bool) -> None:
         task.cancel()
 
 
-def submit_rate(run: Path, seconds: float, in_flight: int = 64) -> float:
-    async def go() -> float:
-        client = AsyncLuxiClient(run / "luxid.sock")
-        done = 0
-        stop = time.perf_counter() + seconds
-
-        async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                await client.submit_job(ops=[DELAY0])
-                done += 1
-
-        t = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(in_flight)))
-        elapsed = time.perf_counter() - t
-        await client.close()
-        return done / elapsed
-
-    return asyncio.run(go())
+def submit_rate(run: Path, seconds: float) -> float:
+    return pipelined_submit_rate(run / "luxid.sock", seconds)
 
 
 def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> float:

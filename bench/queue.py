@@ -17,7 +17,6 @@ latency, end-to-end jobs/s (zygote and plain exec) and luxid's RSS with 100,000 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import tempfile
@@ -31,10 +30,10 @@ import psutil
 # the standard library's `queue` (used by thread pools): move the directory to the end.
 sys.path.append(sys.path.pop(0))
 
-from _luxid import DELAY0, PAUSE_ALL, REJECT_ALL, fsync_ms, stack
+from _luxid import DELAY0, PAUSE_ALL, REJECT_ALL, fsync_ms, pipelined_submit_rate, stack
 from _util import cpu_count, set_max_running, summary, wait_final
 
-from client import AsyncLuxiClient, LuxiClient
+from client import LuxiClient
 
 
 def sequential_rate(lc: LuxiClient, *, seconds: float = 0.0, count: int = 0) -> float:
@@ -55,24 +54,7 @@ def submit_rates(run: Path, seconds: float = 3.0) -> dict[str, Any]:
     fresh = sequential_rate(lc, count=500)
     sequential = sequential_rate(lc, seconds=seconds)
 
-    async def pipelined(in_flight: int = 64) -> float:
-        client = AsyncLuxiClient(run / "luxid.sock")
-        done = 0
-        stop = time.perf_counter() + seconds
-
-        async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                await client.submit_job(ops=[DELAY0])
-                done += 1
-
-        t = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(in_flight)))
-        elapsed = time.perf_counter() - t
-        await client.close()
-        return done / elapsed
-
-    rate = asyncio.run(pipelined())
+    rate = pipelined_submit_rate(run / "luxid.sock", seconds)
     lc.replace_filter(uuid=uuid, **REJECT_ALL)  # cancels the queued jobs in one pass
     wait_final(lc, max(row[0] for row in lc.query_jobs(ids=None, fields=["id"])))
     lc.delete_filter(uuid=uuid)

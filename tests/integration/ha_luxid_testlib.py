@@ -9,6 +9,7 @@ import contextlib
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,18 @@ class Node:
         self.lc.close()
         if self.candidate is not None:
             self.candidate.close()
+
+
+@contextlib.contextmanager
+def node_pair(factory: Any, tmp: Path, cluster: EtcdCluster) -> Iterator[list[Node]]:
+    """Two nodes, node1 and node2, on a fresh key prefix of `cluster`; closed after."""
+    prefix = f"/t/{uuid.uuid4().hex}"
+    made = [Node(factory, tmp, cluster, prefix, f"node{i}") for i in (1, 2)]
+    try:
+        yield made
+    finally:
+        for node in made:
+            node.close()
 
 
 def rows(lc: LuxiClient, ids: list[int], *fields: str) -> dict[int, list[Any]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
-from ha_luxid_testlib import FAILOVER_LIMIT, Node
+from ha_luxid_testlib import FAILOVER_LIMIT, Node, node_pair
 from ha_testlib import WconfdNode, first_answer, wait_master
 from luxid_testlib import FINAL, delay
 
@@ -37,13 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
 
 @pytest.fixture
 def nodes(daemon_factory: Any, tmp_path: Path, cluster: EtcdCluster) -> Iterator[list[Node]]:
-    prefix = f"/t/{uuid.uuid4().hex}"
-    made = [Node(daemon_factory, tmp_path, cluster, prefix, f"node{i}") for i in (1, 2)]
-    try:
+    with node_pair(daemon_factory, tmp_path, cluster) as made:
         yield made
-    finally:
-        for node in made:
-            node.close()
 
 
 def events(node: Node) -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ import contextlib
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from etcd_testlib import EtcdCluster, running_cluster
-from ha_luxid_testlib import FAILOVER_LIMIT, Node, rows
+from ha_luxid_testlib import FAILOVER_LIMIT, Node, node_pair, rows
 from ha_testlib import etcd_keys
 from luxid_testlib import FINAL, delay, kill9, process_alive
 
@@ -42,13 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
 
 @pytest.fixture
 def nodes(daemon_factory: Any, tmp_path: Path, cluster: EtcdCluster) -> Iterator[list[Node]]:
-    prefix = f"/t/{uuid.uuid4().hex}"
-    made = [Node(daemon_factory, tmp_path, cluster, prefix, f"node{i}") for i in (1, 2)]
-    try:
+    with node_pair(daemon_factory, tmp_path, cluster) as made:
         yield made
-    finally:
-        for node in made:
-            node.close()
 
 
 def test_standby_names_the_master_and_only_the_master_serves(nodes: list[Node]) -> None:
