@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from client import __version__
 from client._server.event_log import EventLog
 from client._server.metrics import Registry
 from client._server.roles import Role, SingleNode
 from client.api.common import RoleInfo, VersionInfo
-from client.events import EventRing, RawBatch
+from client.events import EventRing
 from client.protocol import PROTOCOL_VERSION
 
 
@@ -44,5 +46,5 @@ class CommonMethods:
 
     async def watch_events(
         self, conn: Any, after: int, topics: list[str] | None, timeout: float, limit: int
-    ) -> RawBatch:
+    ) -> msgspec.Raw:
         return await self.events.watch(after, topics, timeout, limit)

@@ -31,13 +31,20 @@ import time
 from collections.abc import Iterable
 from typing import Final
 
+import msgspec
+
 from client._server.change_serial import MAX_WAIT
 from client.api.common import DEFAULT_TOPICS, Event
 from client.events import EventRing, RawBatch
 
+_AnswerKey = tuple[int, frozenset[str], int]
+
 LOCK_INTEREST: Final = 30.0
 WAKE_COST_PER_WAITER: Final = 0.0004
 MAX_WAKE_INTERVAL: Final = 0.04
+MAX_SHARED_ANSWERS: Final = 64
+
+_encoder = msgspec.json.Encoder()
 
 
 class EventLog:
@@ -56,6 +63,9 @@ class EventLog:
         self._lock_watchers = 0
         self._lock_seen = float("-inf")
         self._loop_seen: asyncio.AbstractEventLoop | None = None
+        # This step's answers by (after, topics, limit), encoded: the followers a step
+        # wakes mostly come from the same cursor, and each answer is read and encoded once.
+        self._answers: dict[_AnswerKey, msgspec.Raw] = {}
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, looked up once per loop (on 3.11 each lookup is a getpid
@@ -74,6 +84,7 @@ class EventLog:
     def ring(self, ring: EventRing) -> None:
         self._ring = ring
         self._visible = ring.last
+        self._answers.clear()
 
     @property
     def lock_wanted(self) -> bool:
@@ -103,6 +114,7 @@ class EventLog:
         self._wake_due = None
         self._last_wake = self._loop().time()
         self._visible = self._ring.last
+        self._answers.clear()
         waiting, self._waiting = self._waiting, []
         self._last_step = len(waiting)
         for fut in waiting:
@@ -111,10 +123,11 @@ class EventLog:
 
     async def watch(
         self, after: int, topics: Iterable[str] | None, timeout: float, limit: int
-    ) -> RawBatch:
+    ) -> msgspec.Raw:
         """watch_events: the events after `after` at once, or the first that come within
-        `timeout` s (InvalidParams for an `after` above the newest index).  The answer
-        carries each event's kept JSON; the stubs decode it as an EventBatch."""
+        `timeout` s (InvalidParams for an `after` above the newest index).  The answer is
+        its JSON (a RawBatch: each event's kept JSON), which the stubs decode as an
+        EventBatch."""
         wanted = DEFAULT_TOPICS if topics is None else frozenset(topics)
         follows_locks = "lock" in wanted
         if follows_locks:
@@ -123,10 +136,13 @@ class EventLog:
         deadline = loop.time() + min(timeout, MAX_WAIT)
         try:
             while True:
+                shared = self._answers.get((after, wanted, limit))
+                if shared is not None:
+                    return shared
                 batch = self._ring.read(after, wanted, limit, self._visible)
                 left = deadline - loop.time()
                 if batch.events or batch.gap or left <= 0:
-                    return batch
+                    return self._shared(after, wanted, limit, batch)
                 after = batch.last  # what is left out by `topics` need not be read again
                 # A future of its own and a timer (cheaper than wait_for over a shared one).
                 fut = loop.create_future()
@@ -143,6 +159,16 @@ class EventLog:
             if follows_locks:
                 self._lock_watchers -= 1
                 self._lock_seen = time.monotonic()
+
+    def _shared(
+        self, after: int, wanted: frozenset[str], limit: int, batch: RawBatch
+    ) -> msgspec.Raw:
+        """`batch` encoded, and kept for the other followers at that cursor until the next
+        step (an answer without events is not: it is cheap, and may change sooner)."""
+        answer = msgspec.Raw(_encoder.encode(batch))
+        if (batch.events or batch.gap) and len(self._answers) < MAX_SHARED_ANSWERS:
+            self._answers[(after, wanted, limit)] = answer
+        return answer
 
 
 def _timed_out(fut: asyncio.Future[bool]) -> None:

@@ -52,6 +52,9 @@ def peer_credentials(sock: socket.socket) -> PeerCred:
 
 # Python 3.12+ can start tasks eagerly (install_eager_tasks); 3.11 cannot.
 _EAGER_TASKS = sys.version_info >= (3, 12)
+# A result already encoded and at least this large is written as it is (Connection.send).
+_WRITTEN_AS_IS = 4096
+_RESULT_HEAD = b'{"jsonrpc":"2.0","result":'
 
 
 def _eager_task_factory(
@@ -267,8 +270,18 @@ class Connection(asyncio.Protocol):
             self.send(answer)
 
     def send(self, message: Any) -> None:
-        """Write one frame unless the connection is gone."""
-        if self.transport is not None and not self.transport.is_closing():
+        """Write one frame unless the connection is gone.
+
+        A large result already encoded (watch_events' answer, one for every follower at
+        the same cursor) is written as it is, between the frame's head and tail, rather
+        than copied into a frame of each follower's own."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        result = message.get("result") if type(message) is dict else None
+        if type(result) is msgspec.Raw and len(result) >= _WRITTEN_AS_IS:
+            tail = b',"id":' + msgspec.json.encode(message["id"]) + b"}\n"
+            self.transport.writelines((_RESULT_HEAD, memoryview(result), tail))
+        else:
             self.transport.write(encode(message))
 
 

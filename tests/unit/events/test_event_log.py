@@ -65,6 +65,26 @@ def test_followers_get_one_answer_per_step() -> None:
     asyncio.run(main())
 
 
+def test_followers_at_one_cursor_share_one_encoded_answer_per_step() -> None:
+    async def main() -> None:
+        log = EventLog("luxid", EventRing())
+        waiting = [asyncio.ensure_future(log.watch(0, None, 5, 1000)) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        log.publish(numbered(draft() + draft(), 1))
+        answers = await asyncio.wait_for(asyncio.gather(*waiting), 1)
+        assert answers[0] is answers[1] is answers[2]  # read and encoded once
+        assert [e.index for e in decoded(answers[0]).events] == [1, 2]
+        other = await log.watch(0, None, 5, 1)  # another limit: an answer of its own
+        assert [e.index for e in decoded(other).events] == [1]
+        # The next step shows the new events: a late follower at cursor 0 gets them all.
+        log.publish(numbered(draft(), 3))
+        await asyncio.sleep(event_log.MAX_WAKE_INTERVAL + 0.01)
+        late = decoded(await log.watch(0, None, 5, 1000))
+        assert [e.index for e in late.events] == [1, 2, 3] and late.last == 3
+
+    asyncio.run(main())
+
+
 def test_lock_is_wanted_while_and_shortly_after_someone_asks() -> None:
     async def main() -> None:
         log = EventLog("wconfd", EventRing())
