@@ -9,11 +9,14 @@ lw-rapi daemons:
   subscriber and with 100 subscribers following every topic of both daemons (a child
   process running 100 watch_events loops per daemon), alternated, medians.  Target: with
   100 ≥ 0.85 x without.  The target is about the daemons' cost, but on one 2-core machine
-  the subscribers' own work competes with luxid for the cores: 100 stubs decoding every
-  event into Structs take about half a core at 5,000 events/s.  So the subscribers are
-  measured twice: `light` ones read every answer whole (the daemons do exactly the same
-  work) but decode only `last`, as subscribers elsewhere would cost this machine nothing;
-  `full` ones decode everything through the asyncio stub.  The row uses `light`.
+  the subscribers' own work (a third of a core) and the submitting client compete with
+  luxid for the cores.  So luxid runs on a core of its own (CPU 0; this process, its
+  subscribers and the other daemons on the others), in both runs alike: the `ratio` row.
+  Unpinned, as they fall, the figure is `ratio_unpinned`.  The subscribers of the row
+  read every answer whole (the daemons do exactly the same work) but decode only `last`;
+  `full` ones decode everything through the asyncio stub (`ratio_full_decoding`, pinned).
+  `luxid_cpu_us_per_submit` is luxid's own CPU time per submit with and without them
+  (`cpu_ratio`): the daemon's cost alone, the steadiest of these figures on a noisy machine.
 - lock cycles: one client's durable acquire+release cycles/s with no subscriber and with
   one subscriber to the other topics (wconfd then writes no lock events: a lock cycle
   must cost the same), alternated, medians.  Target: ratio ≥ 0.97.
@@ -23,16 +26,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
+import psutil
 
 # Python puts this script's directory first; it holds bench/queue.py, which would shadow
 # the standard library's `queue`: move the directory to the end.
@@ -142,11 +149,23 @@ async def subscribers(run: Path, count: int, light: bool) -> None:
         task.cancel()
 
 
-def submit_rate(run: Path, seconds: float) -> float:
-    return pipelined_submit_rate(run / "luxid.sock", seconds)
+class Rate(NamedTuple):
+    """Submits/s, and luxid's CPU time per submit meanwhile (µs)."""
+
+    per_s: float
+    luxid_cpu_us: float
 
 
-def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> float:
+def submit_rate(run: Path, seconds: float) -> Rate:
+    luxid = luxid_process(run)
+    before = sum(luxid.cpu_times()[:2])
+    started = time.perf_counter()
+    per_s = pipelined_submit_rate(run / "luxid.sock", seconds)
+    cpu = sum(luxid.cpu_times()[:2]) - before
+    return Rate(per_s, cpu / (per_s * (time.perf_counter() - started)) * 1e6)
+
+
+def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> Rate:
     """Submits/s while a child process runs `count` subscribers on each daemon."""
     child = subprocess.Popen(
         [sys.executable, __file__, "--subscribe", str(run), "--count", str(count),
@@ -161,26 +180,77 @@ def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> floa
     return rate
 
 
+def luxid_process(run: Path) -> psutil.Process:
+    """The luxid serving `run`."""
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if any("lw-luxid" in part for part in cmdline) and str(run) in " ".join(cmdline):
+            return proc
+    raise RuntimeError(f"no luxid for {run}")
+
+
+@contextlib.contextmanager
+def luxid_on_its_own_core(run: Path) -> Iterator[None]:
+    """luxid (every thread) on CPU 0, this process and what it starts on the others."""
+    cpus = os.sched_getaffinity(0)
+    rest = cpus - {0}
+    threads = [thread.id for thread in luxid_process(run).threads()]
+    for tid in threads:
+        os.sched_setaffinity(tid, {0})
+    os.sched_setaffinity(0, rest)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, cpus)
+        for tid in threads:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cpus)
+
+
 def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any]:
     lc = LuxiClient(run / "luxid.sock")
     uuid = lc.replace_filter(uuid=None, **PAUSE_ALL)
     submit_rate(run, 1.0)  # warm the WAL up
-    without, light, full = [], [], []
+    pin = len(os.sched_getaffinity(0)) >= 2 and 0 in os.sched_getaffinity(0)
+    without: list[Rate] = []
+    light: list[Rate] = []
+    full: list[Rate] = []
+    without_unpinned: list[Rate] = []
+    light_unpinned: list[Rate] = []
     for _ in range(rounds):
-        without.append(submit_rate(run, seconds))
-        light.append(with_subscribers(run, count, seconds, light=True))
-        full.append(with_subscribers(run, count, seconds, light=False))
+        without_unpinned.append(submit_rate(run, seconds))
+        light_unpinned.append(with_subscribers(run, count, seconds, light=True))
+        with luxid_on_its_own_core(run) if pin else contextlib.nullcontext():
+            without.append(submit_rate(run, seconds))
+            light.append(with_subscribers(run, count, seconds, light=True))
+            full.append(with_subscribers(run, count, seconds, light=False))
     lc.replace_filter(uuid=uuid, **REJECT_ALL)
     lc.delete_filter(uuid=uuid)
     lc.close()
-    a, b, c = (statistics.median(x) for x in (without, light, full))
+
+    def rate(runs: list[Rate]) -> float:
+        return statistics.median(r.per_s for r in runs)
+
+    def cpu(runs: list[Rate]) -> float:
+        return statistics.median(r.luxid_cpu_us for r in runs)
+
     return {
         "subscribers": count,
-        "without_per_s": round(a),
-        "with_per_s": round(b),
-        "ratio": round(b / a, 3),
-        "with_full_decoding_per_s": round(c),
-        "ratio_full_decoding": round(c / a, 3),
+        "luxid_pinned": pin,
+        "without_per_s": round(rate(without)),
+        "with_per_s": round(rate(light)),
+        "ratio": round(rate(light) / rate(without), 3),
+        "with_full_decoding_per_s": round(rate(full)),
+        "ratio_full_decoding": round(rate(full) / rate(without), 3),
+        "without_unpinned_per_s": round(rate(without_unpinned)),
+        "with_unpinned_per_s": round(rate(light_unpinned)),
+        "ratio_unpinned": round(rate(light_unpinned) / rate(without_unpinned), 3),
+        # luxid's own CPU time per submit: its cost, whatever the machine's other work.
+        "luxid_cpu_us_per_submit": {
+            "without": round(cpu(without + without_unpinned), 1),
+            "with": round(cpu(light + light_unpinned), 1),
+        },
+        "cpu_ratio": round(cpu(without + without_unpinned) / cpu(light + light_unpinned), 3),
         "target_ratio": 0.85,
     }
 

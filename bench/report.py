@@ -215,7 +215,11 @@ def event_latency(j: Json) -> tuple[str, bool]:
 
 def event_submits(j: Json) -> tuple[str, bool]:
     sub = j["submits"]
-    shown = f"{sub['with_per_s']}/s vs {sub['without_per_s']}/s (ratio {sub['ratio']})"
+    pinned = "luxid on its own core" if sub.get("luxid_pinned") else "unpinned"
+    shown = (
+        f"{sub['with_per_s']}/s vs {sub['without_per_s']}/s (ratio {sub['ratio']}, {pinned}; "
+        f"unpinned {sub.get('ratio_unpinned', '-')})"
+    )
     return shown, sub["ratio"] >= 0.85
 
 
