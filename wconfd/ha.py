@@ -28,7 +28,7 @@ from client._server.etcd.election import Term
 from client._server.etcd.errors import EtcdError, Fenced
 from client._server.etcd.leader import LeaderElection
 from client._server.etcd.presence import NodeInfo, Presence, list_nodes
-from client._server.etcd.release import warn_if_crash_unsafe
+from client._server.etcd.release import warn_of_known_faults
 from client._server.etcd.url import EtcdStoreUrl
 from client._server.roles import not_master
 from client.api.common import RoleInfo
@@ -120,11 +120,11 @@ class HaShell:
 
     async def _resume(self) -> None:
         """Serve on in this node's term if a predecessor of this process held it (killed,
-        restarted at once): the node's luxid and its jobs ride the restart out. Warn if
-        the etcd release is one that loses writes in a crash."""
+        restarted at once): the node's luxid and its jobs ride the restart out. Warn of the
+        etcd release's known faults (client.etcd_binary.KNOWN_FAULTS)."""
         try:
             await self.election.resume()
-            await warn_if_crash_unsafe(self.client)
+            await warn_of_known_faults(self.client)
         except EtcdError as exc:
             log.warning("could not check the leader key at start: %s", exc)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from client.cli.children import Child, daemon_argv
 from client.cli.context import Context, Failed
-from client.etcd_binary import crash_unsafe, find_etcd, release_of
+from client.etcd_binary import find_etcd, known_faults, release_of
 
 MEMBERS = 3
 HA_PREFIX = "/lockwarden"
@@ -84,11 +84,11 @@ def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, P
     if args.ha < 1:
         raise Failed(f"--ha needs at least one node, got {args.ha}")
     binary = etcd_binary()
-    if crash_unsafe(release := release_of(binary)):
+    release = release_of(binary)
+    for fault in known_faults(release):
         ctx.note(
-            f"note: {binary} is etcd {'.'.join(map(str, release or ()))}, which can lose "
-            "acknowledged writes when a member is killed and restarted (etcd-io/etcd#13766); "
-            "install etcd 3.4 (Debian's etcd-server) or 3.5.3+ before killing members"
+            f"note: {binary} is etcd {'.'.join(map(str, release or ()))}, which {fault.harm} "
+            f"({fault.issue}); etcd {fault.fixed_in} and later have it fixed"
         )
     ports = _free_ports(2 * MEMBERS)
     names = [f"etcd{k}" for k in range(1, MEMBERS + 1)]

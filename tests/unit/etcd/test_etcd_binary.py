@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client import etcd_binary
-from client.etcd_binary import crash_unsafe, find_etcd, parse_release
+from client.etcd_binary import crash_unsafe, find_etcd, known_faults, parse_release
 
 
 def fake_etcd(directory: Path, version: str) -> str:
@@ -44,6 +44,19 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bins]
 def test_the_known_faulty_releases_only() -> None:
     assert [crash_unsafe(r) for r in [(3, 5, 0), (3, 5, 1), (3, 5, 2)]] == [True] * 3
     assert [crash_unsafe(r) for r in [(3, 4, 23), (3, 5, 3), (3, 6, 0), None]] == [False] * 4
+
+
+def test_each_release_has_the_known_faults_of_its_line() -> None:
+    def issues(release: tuple[int, ...] | None) -> list[str]:
+        return [fault.issue for fault in known_faults(release)]
+
+    both = ["etcd-io/etcd#13766", "etcd-io/etcd#15247"]
+    revoke = ["etcd-io/etcd#15247"]
+    assert issues((3, 5, 1)) == both and issues((3, 5, 2)) == both
+    assert issues((3, 5, 3)) == revoke and issues((3, 5, 12)) == revoke
+    assert issues((3, 4, 23)) == revoke and issues((3, 4, 30)) == revoke
+    assert issues((3, 4, 31)) == issues((3, 5, 13)) == issues((3, 6, 0)) == []
+    assert issues((3, 6, 4, 1)) == issues(None) == []
 
 
 @given(st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 999)))
