@@ -182,9 +182,10 @@ class HaLuxid:
             known_last_id=known,
         )
         self._store = store
+        previous = store.previous_master  # claiming the jobs names this node
         try:
             changed = []
-            if store.previous_master != self.node:
+            if previous != self.node:
                 before = {job.id: job for job in store.load_live()}
                 changed = take_over(list(before.values()), store.gates(), time.time())
                 changes = [(before.get(job.id), job) for job in changed]
@@ -201,7 +202,7 @@ class HaLuxid:
             self.server.methods = self.term.methods()
         log.info(
             "node %s serves as master (term %d) after %.2f s; took over %d job(s) of %s",
-            self.node, token, time.monotonic() - started, len(changed), store.previous_master,
+            self.node, token, time.monotonic() - started, len(changed), previous,
         )  # fmt: skip
 
     async def _end_term(self, *, stop_jobs: bool) -> None:

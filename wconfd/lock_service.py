@@ -39,7 +39,7 @@ from client.api.wconfd import (
     PendingInfo,
     WaitResult,
 )
-from client.errors import DeadlockError, InvalidParams, RpcError, StorageError
+from client.errors import DeadlockError, InvalidParams, NotMaster, RpcError, StorageError
 from wconfd.clients import Client, parse_client_id
 from wconfd.durable_state import EventNote, LockChange, Record
 from wconfd.locking import LEVELS, Effects, LockManager
@@ -198,8 +198,12 @@ class LockService:
 
     def _background_done(self, task: asyncio.Task[None]) -> None:
         self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background work failed: %s", task.exception())
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        if isinstance(exc, NotMaster):  # deposed meanwhile: the new master settles it
+            log.info("background work left to the master: %s", exc)
+        else:
+            log.error("background work failed: %s", exc)
 
     def release_owner(self, owner: str) -> None:
         """A client died: drop its locks and pending request, wake whom it blocked."""

@@ -95,6 +95,7 @@ def test_kill9_of_the_master_loses_no_job_and_runs_no_opcode_twice(nodes: list[N
     two.wait_serving(FAILOVER_LIMIT + 5)
     took = time.monotonic() - killed_at
     assert took <= FAILOVER_LIMIT, f"node2 served {took:.2f} s after the kill (limit 5 s)"
+    assert "job(s) of node1" in two.luxid.log(), "the take-over names the previous master"
 
     after = rows(two.lc, done, "status", "opexec")
     assert after == before, "finished jobs changed or ran again on the new master"
