@@ -308,6 +308,14 @@ def test_sse_resumes_with_last_event_id_exactly_once_while_200_jobs_run(stack, d
     second = Sse(rapi, got[-1]["id"])
     for job_id in ids:
         stack.wait_final(job_id, timeout=60)
+    # A status shows in queries at once, its event in the next step (at most 40 ms on).
+    succeeded = {f"job/{i}" for i in ids}
+    stack.until(
+        lambda: (
+            succeeded
+            <= {e["key"] for e in all_events(stack.lc, ["job"]) if e["data"]["status"] == "success"}
+        )
+    )
     want = {("luxid", e["index"]) for e in all_events(stack.lc) if e["index"] > start[0]}
     want |= {("wconfd", e["index"]) for e in all_events(stack.wc) if e["index"] > start[1]}
     while len(got) < len(want):
