@@ -47,9 +47,9 @@ sys.path.append(sys.path.pop(0))
 
 import queue as stdqueue
 
-from _durable_floor import cycles_per_s
 from _luxid import PAUSE_ALL, REJECT_ALL, pipelined_submit_rate
 from _util import cpu_count, daemon, rapi, summary
+from locks import cycles_per_s
 
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
 from client.api.common import TOPICS
@@ -258,17 +258,6 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
 # -- (c) lock cycles -----------------------------------------------------------------------------
 
 
-class _Stub:
-    def __init__(self, client: WConfdClient) -> None:
-        self.client = client
-
-    def acquire(self, lock: str) -> None:
-        self.client.try_update_locks([[lock, "exclusive"]])
-
-    def release(self, lock: str) -> None:
-        self.client.try_update_locks([[lock, "release"]])
-
-
 def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
     client = WConfdClient(run / "wconfd.sock", name="bench-locks")
     stop = threading.Event()
@@ -279,17 +268,16 @@ def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
             while not stop.is_set():
                 after = sub.watch_events(after=after, topics=OTHER_TOPICS, timeout=0.5).last
 
-    stub = _Stub(client)
-    cycles_per_s(stub, 1.0)
+    cycles_per_s(client, 1.0)
     first = client.watch_events(after=0, topics=[], timeout=0).last
     without, with_one = [], []
     for _ in range(rounds):
-        without.append(cycles_per_s(stub, seconds))
+        without.append(cycles_per_s(client, seconds))
         stop.clear()
         thread = threading.Thread(target=subscriber)
         thread.start()
         time.sleep(0.1)
-        with_one.append(cycles_per_s(stub, seconds))
+        with_one.append(cycles_per_s(client, seconds))
         stop.set()
         thread.join()
     written = client.watch_events(after=0, topics=[], timeout=0).last - first

@@ -25,6 +25,7 @@ from rapi.routing import HttpError, Request
 from rapi.sse import (
     DAEMONS,
     KEEPALIVE,
+    STREAM_HEADERS,
     Cursor,
     decode_cursor,
     event_frame,
@@ -56,13 +57,7 @@ async def get_events(req: Request) -> web.StreamResponse:
     if start is None:  # from now: each daemon's newest index (no topic: only `last`)
         newest = [(await stubs[d].watch_events(0, [], 0, 1)).last for d in DAEMONS]
         start = Cursor(*newest)
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        }
-    )
+    response = web.StreamResponse(headers=STREAM_HEADERS)
     await response.prepare(raw)
     streams = raw.app[STREAMS]
     me = asyncio.current_task()

@@ -16,6 +16,12 @@ import msgspec
 from client.api.common import TOPICS, Event
 
 DAEMONS: Final = ("luxid", "wconfd")
+STREAM_HEADERS: Final = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # a proxy in front must pass each event on at once
+}
+"""The headers of an event stream's response (`GET /2/events`, the dashboard's `/ui/events`)."""
 _encoder = msgspec.json.Encoder()
 
 

@@ -40,6 +40,7 @@ from rapi.dashboard.view import (
     detail_ids,
     why_ids,
 )
+from rapi.sse import STREAM_HEADERS
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +131,7 @@ async def events(
     request: web.Request, luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient
 ) -> web.StreamResponse:
     """`GET /ui/events`: `snapshot` events, the first at once, then one per change."""
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        }
-    )
+    response = web.StreamResponse(headers=STREAM_HEADERS)
     await response.prepare(request)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(ConnectionError, asyncio.CancelledError):
