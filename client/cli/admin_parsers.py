@@ -1,4 +1,5 @@
-"""The parsers of `lw`'s administrative command groups: lock, cluster and rapi-user.
+"""The parsers of `lw`'s administrative command groups (lock, cluster and rapi-user) and of
+the top-level `lw events`.
 
 Kept apart from client.cli.main (which builds the rest of the tree) so that module stays
 small; each function fills one group's subparsers through main's builder (`b.leaf` adds a
@@ -8,6 +9,8 @@ command with the shared options and its lazily imported handler).
 from __future__ import annotations
 
 from typing import Any
+
+from client.cli.argtypes import duration, topics
 
 
 def lock_commands(b: Any, sub: Any) -> None:
@@ -51,3 +54,37 @@ def user_commands(b: Any, sub: Any) -> None:
     )
     b.leaf(sub, "list", "rapi_users:user_list", "list the RAPI users", b.table)
     b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")
+
+
+def events_command(b: Any, top: Any) -> None:
+    events = b.leaf(
+        top,
+        "events",
+        "events:events",
+        "print what changed: both daemons' events, one a line",
+        description="Print the events both daemons still keep from the last --since (jobs,\n"
+        "drains, filters, the queue, configuration objects, roles; locks only when asked\n"
+        "for), oldest first, one a line: time, daemon, topic, action, key and the details\n"
+        "as JSON.  With --follow, go on printing new ones as they happen until Ctrl-C.\n"
+        "See docs/contracts.md#events.",
+    )
+    events.add_argument(
+        "--topics",
+        type=topics,
+        metavar="T,...",
+        help="only these topics (job, drain, filter, budget, queue, lock, config, role); "
+        "default: every topic but lock",
+    )
+    events.add_argument(
+        "--since",
+        type=duration,
+        default=600.0,
+        metavar="DURATION",
+        help="how far back to start, e.g. 90s, 15m, 2h (default 10m)",
+    )
+    events.add_argument(
+        "--follow", action="store_true", help="keep printing new events until Ctrl-C"
+    )
+    events.add_argument(
+        "--json", action="store_true", help="print each event as one JSON object a line"
+    )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client import __version__
-from client.cli.admin_parsers import cluster_commands, lock_commands, user_commands
+from client.cli.admin_parsers import cluster_commands, events_command, lock_commands, user_commands
 from client.cli.argtypes import (
     duration,
     non_negative_int,
@@ -28,7 +28,6 @@ from client.cli.argtypes import (
     priority,
     seconds,
     size_mib,
-    topics,
     yes_no,
 )
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
@@ -192,7 +191,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
         "--rapi-port", type=non_negative_int, default=5080, metavar="PORT", help="RAPI port"
     )
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
-    _events_command(b, top)
+    events_command(b, top)
     up.add_argument(
         "--ha",
         type=non_negative_int,
@@ -439,40 +438,6 @@ def _debug_commands(b: _Builder, sub: Any) -> None:
     delay.add_argument("--fail", action="store_true", help="fail after waiting")
     delay.add_argument(
         "--log-message", action="append", default=[], metavar="TEXT", help="log TEXT first"
-    )
-
-
-def _events_command(b: _Builder, top: Any) -> None:
-    events = b.leaf(
-        top,
-        "events",
-        "events:events",
-        "print what changed: both daemons' events, one a line",
-        description="Print the events both daemons still keep from the last --since (jobs,\n"
-        "drains, filters, the queue, configuration objects, roles; locks only when asked\n"
-        "for), oldest first, one a line: time, daemon, topic, action, key and the details\n"
-        "as JSON.  With --follow, go on printing new ones as they happen until Ctrl-C.\n"
-        "See docs/contracts.md#events.",
-    )
-    events.add_argument(
-        "--topics",
-        type=topics,
-        metavar="T,...",
-        help="only these topics (job, drain, filter, budget, queue, lock, config, role); "
-        "default: every topic but lock",
-    )
-    events.add_argument(
-        "--since",
-        type=duration,
-        default=600.0,
-        metavar="DURATION",
-        help="how far back to start, e.g. 90s, 15m, 2h (default 10m)",
-    )
-    events.add_argument(
-        "--follow", action="store_true", help="keep printing new events until Ctrl-C"
-    )
-    events.add_argument(
-        "--json", action="store_true", help="print each event as one JSON object a line"
     )
 
 
