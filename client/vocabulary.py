@@ -123,8 +123,11 @@ FINALIZED_STATUSES: Final[tuple[FinalizedStatus, ...]] = get_args(FinalizedStatu
 ACTIVE_STATUSES: Final[tuple[JobStatus, ...]] = (WAITING, RUNNING, CANCELING)
 """The statuses of a job (or an opcode) that a job process is working on right now."""
 
-COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = ("priority", "depends", "reason", "comment")
-"""Params every opcode accepts besides its own: priority, depends, reason, comment."""
+COMMON_OPCODE_PARAMS: Final[tuple[str, ...]] = (
+    "priority", "depends", "reason", "comment", "ignore_budgets"
+)  # fmt: skip
+"""Params every opcode accepts besides its own: priority, depends, reason, comment, and
+ignore_budgets (start even past a disruption budget, docs/contracts.md#disruption-budgets)."""
 
 # -- filter rules ------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ transaction as the change (luxid.storage).
 - a job's status or pending_reason changed (the first at submit): `job/<id>`, `status`;
 - a drain's event line (docs/contracts.md#drains): the drain's target, `event`;
 - a filter rule added, replaced or removed: `filter/<uuid>`, `add`/`update`/`remove`;
+- a disruption budget added, replaced or removed: `budget/<name>`, `add`/`update`/`remove`;
+  a job started past it: `budget/<name>`, `event` (its line in `data.message`);
 - the queue's drain flag set or cleared: `queue`, `drain_flag`;
 - this node's luxid became the master: `node/<name>`, `master`.
 """
@@ -62,6 +64,12 @@ def filter_event(action: str, uuid: str, rule: dict[str, Any] | None, ts: float)
     """A filter rule added, updated or removed (`rule`: its fields, None when removed)."""
     data: dict[str, Any] = {"uuid": uuid} if rule is None else dict(rule)
     return new_event(DAEMON, "filter", action, f"filter/{uuid}", data, ts)
+
+
+def budget_event(action: str, name: str, data: dict[str, Any], ts: float) -> Event:
+    """A budget added, updated or removed (`data`: its record, or its name when removed),
+    or a start past it (`event`, `data.message`)."""
+    return new_event(DAEMON, "budget", action, f"budget/{name}", data, ts)
 
 
 def drain_flag_event(flag: bool, ts: float) -> Event:

@@ -181,6 +181,11 @@ class LiveJobs:
         """Store a small durable setting (the drain flag), with its events."""
         await self.writer.run(lambda tx: tx.set_meta(key, value), events or ())
 
+    def note_events(self, events: Iterable[Event]) -> None:
+        """Events of a decision made now (a start past a budget), carried by the next
+        write as `put`'s are."""
+        self._due_events.extend(events)
+
     async def record(self, events: list[Event]) -> None:
         """Make events of changes kept elsewhere durable (a filter, a drain line)."""
         if events:

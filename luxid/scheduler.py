@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
 from luxid.active_filters import ActiveFilters
+from luxid.budgets import EMPTY_BOOK, BudgetBook, BudgetCount
 from luxid.filters.ratelimit import paused_reason
 from luxid.filters.verdict import Hold
 from luxid.jobs import (
@@ -42,7 +43,10 @@ from luxid.jobs.deps import StatusOf
 from luxid.jobs.selection import BucketsOf, VerdictOf
 from luxid.live_jobs import LiveJobs
 
-Select = Callable[[Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf], Selection]
+Select = Callable[
+    [Iterable[Job], list[Job], int, VerdictOf, BucketsOf, StatusOf, BudgetCount | None],
+    Selection,
+]
 """`select_jobs` or `fill_free_slots`."""
 
 # Bounds of the gap between two full scheduling passes (see Scheduler.request_pass): the
@@ -66,7 +70,11 @@ class Scheduler:
 
     The queue is told through three callbacks: `start(job_id)` (a slot is taken: start its
     process), `pause(job)` (tell the job's process to look: a PAUSE rule applies), and
-    `finished(job)` (a job the pass finalized).
+    `finished(job)` (a job the pass finalized); the budgets through `on_exceeded(starts)`
+    (jobs started past a disruption budget: (budget, job id, event)).
+
+    The disruption budgets a pass judges by are `budgets` (luxid.budgets.BudgetBook), set
+    by the queue whenever the configuration's budgets or instances change.
     """
 
     def __init__(
@@ -79,6 +87,8 @@ class Scheduler:
     ) -> None:
         self.live = live
         self.filters = filters
+        self.budgets: BudgetBook = EMPTY_BOOK
+        self.on_exceeded: Callable[[list[tuple[str, int, str]]], object] | None = None
         self._slots: set[int] = set()
         self._unfinished: set[int] = {j.id for j in live.jobs.values() if not is_finalized(j)}
         self._start = start
@@ -129,8 +139,14 @@ class Scheduler:
             return None
         filters = self.filters
         return hold_of(
-            job, running, max_running, filters.verdict, filters.buckets, self.live.status_of
-        )
+            job, running, max_running, filters.verdict, filters.buckets, self.live.status_of,
+            self.budget_count(running),
+        )  # fmt: skip
+
+    def budget_count(self, running: list[Job]) -> BudgetCount | None:
+        """The budgets' disrupted members over `running` (`running()`); None without
+        budgets."""
+        return BudgetCount(self.budgets, running) if self.budgets else None
 
     # -- unfinished jobs -----------------------------------------------------------------
 
@@ -281,7 +297,10 @@ class Scheduler:
     ) -> None:
         """Run the pure selection `select` with the current filters, then apply it."""
         verdict, buckets = self.filters.verdict, self.filters.buckets
-        self._apply(select(queued, running, max_running, verdict, buckets, self.live.status_of))
+        budgets = self.budget_count(running)
+        self._apply(
+            select(queued, running, max_running, verdict, buckets, self.live.status_of, budgets)
+        )
 
     def _apply(self, selection: Selection) -> None:
         """Carry out one pass's selection."""
@@ -312,6 +331,8 @@ class Scheduler:
             self._finished(job)
         for job_id in pause:
             self._pause(jobs[job_id])
+        if selection.exceeded and self.on_exceeded is not None:
+            self.on_exceeded(selection.exceeded)
         for job_id in start:
             self._slots.add(job_id)
             self._start(job_id)

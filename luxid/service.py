@@ -22,6 +22,7 @@ from client._server.event_log import EventLog
 from client._server.roles import Role
 from client._server.server import Connection
 from client.api.luxi import (
+    BudgetRow,
     Directive,
     DrainChange,
     DrainStatus,
@@ -32,6 +33,7 @@ from client.api.luxi import (
     QueueOverview,
     WhyJob,
 )
+from luxid.budget_service import BudgetService
 from luxid.drain_service import DrainService
 from luxid.filter_writes import FilterWrites
 from luxid.job_check import check_job
@@ -48,6 +50,7 @@ class LuxidService(CommonMethods):
         queue: Queue,
         filter_writes: FilterWrites,
         drains: DrainService,
+        budgets: BudgetService,
         why: WhyJobs,
         role: Role | None = None,
         events: EventLog | None = None,
@@ -56,6 +59,7 @@ class LuxidService(CommonMethods):
         self.queue = queue
         self.filter_writes = filter_writes
         self.drains = drains
+        self.budgets = budgets
         self.why = why
 
     # -- jobs --------------------------------------------------------------------------
@@ -158,6 +162,22 @@ class LuxidService(CommonMethods):
     ) -> list[list[Any]]:
         await self.queue.settings_known.wait()
         return self.queue.filter_rows(uuids, fields)
+
+    # -- disruption budgets: luxid.budget_service -------------------------------------
+
+    async def set_budget(
+        self, conn: Connection, name: str, tags: list[str], max_disrupted: int, actor: str | None
+    ) -> BudgetRow:
+        await self.queue.settings_known.wait()
+        return await self.budgets.set_budget(name, tags, max_disrupted, actor)
+
+    async def delete_budget(self, conn: Connection, name: str, actor: str | None) -> None:
+        await self.queue.settings_known.wait()
+        await self.budgets.delete_budget(name, actor)
+
+    async def query_budgets(self, conn: Connection) -> list[BudgetRow]:
+        await self.queue.settings_known.wait()
+        return self.budgets.rows()
 
     # -- job processes -----------------------------------------------------------------
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from client._server.dispatch import Handler, build_methods
 from client._server.event_log import EventLog
@@ -32,6 +31,7 @@ from client._server.roles import Role, SingleNode
 from client.api.luxi import LuxiApi
 from client.events import Retention
 from client.identity import ProcessKey, is_alive
+from luxid.budget_service import BudgetService
 from luxid.drain_service import DrainService
 from luxid.drains.record import DRAIN_KILL_GRACE
 from luxid.events import master_event
@@ -41,7 +41,7 @@ from luxid.processes import JobProcesses, Spawner, signal_process
 from luxid.queue import Queue
 from luxid.service import LuxidService
 from luxid.storage import JobStore
-from luxid.wconfd_link import WconfdLink
+from luxid.wconfd_link import ConfigRead, WconfdLink
 from luxid.why import WhyJobs
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class LuxidTerm:
     queue: Queue
     link: WconfdLink
     drains: DrainService
+    budgets: BudgetService
     service: LuxidService
 
     @classmethod
@@ -86,11 +87,13 @@ class LuxidTerm:
         drains = DrainService(
             queue, link, filter_writes, queue.metrics, kill_after=drain_kill_after
         )
+        budgets = BudgetService(queue, link, events)
         why = WhyJobs(queue, drains, link)
-        service = LuxidService(queue, filter_writes, drains, why, role, events)
-        term = cls(queue, link, drains, service)
+        service = LuxidService(queue, filter_writes, drains, budgets, why, role, events)
+        term = cls(queue, link, drains, budgets, service)
         # The events, before anything can happen.
         link.on_config = term.config_read
+        queue.scheduler.on_exceeded = budgets.exceeded
         queue.tell_job_changes(drains.jobs_changed)
         # Then start: reattach the surviving job processes, follow the configuration,
         # resume the drains.
@@ -101,10 +104,12 @@ class LuxidTerm:
         drains.start()
         return term
 
-    def config_read(self, max_running_jobs: int, filters: list[Any]) -> None:
+    def config_read(self, read: ConfigRead) -> None:
         """The link read the configuration after a change: the queue takes its settings
-        (and schedules if they changed), then the drains see whether to re-plan."""
-        self.queue.config_changed(max_running_jobs, filters)
+        and the budgets theirs (either schedules if they changed), then the drains see
+        whether to re-plan."""
+        self.budgets.config_read(read.budgets, read.instances)
+        self.queue.config_changed(read.max_running_jobs, read.filters)
         self.drains.config_changed()
 
     def methods(self) -> dict[str, Handler]:

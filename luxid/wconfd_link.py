@@ -1,18 +1,21 @@
-"""luxid's link to wconfd: it follows the configuration and keeps the filters there.
+"""luxid's link to wconfd: it follows the configuration and keeps the filters and the
+disruption budgets there.
 
-Two settings of the configuration matter to the queue: `cluster.max_running_jobs` and
-the `filters` (docs/contracts.md#filters: filters live in the configuration, so they persist
-with it and survive both daemons' restarts).  `WconfdLink.follow` long-polls
-`wait_config_change` and re-reads both whenever the configuration's serial moves, so a
+What of the configuration matters to the queue: `cluster.max_running_jobs`, the `filters`
+(docs/contracts.md#filters: filters live in the configuration, so they persist with it and
+survive both daemons' restarts), the `budgets` and, while there are budgets, the instances'
+tags and states (docs/contracts.md#disruption-budgets).  `WconfdLink.follow` long-polls
+`wait_config_change` and re-reads them whenever the configuration's serial moves, so a
 change made by anyone (luxid itself, another luxid client, `lw` talking to wconfd directly)
 reaches the queue within one round trip; there is no polling timer.  While wconfd cannot be
 reached the link retries with a short back-off and the queue keeps its last settings.
 
-A read that overlapped one of luxid's own filter writes may predate it; it is dropped
-(the write moved the configuration's serial, so the next read follows at once), so the
-rules luxid judges by never step back behind what its own `replace_filter` answered.
+A read that overlapped one of luxid's own filter or budget writes may predate it; it is
+dropped (the write moved the configuration's serial, so the next read follows at once), so
+the rules luxid judges by never step back behind what its own `replace_filter` or
+`set_budget` answered.
 
-Filter writes need no lock (docs/contracts.md#lock-enforcement: queue control must never
+Filter and budget writes need no lock (docs/contracts.md#lock-enforcement: queue control must never
 wait for the queue).
 """
 
@@ -24,12 +27,15 @@ import os
 import time
 import uuid as uuidlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from msgspec.structs import replace
 
 from client import AsyncWConfdClient, errors
 from client.api.wconfd import LockWait, UpdateResult
+from client.budgets import BudgetRecord
 from client.filterrules import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
 from luxid.shutdown import bounded
 
@@ -41,7 +47,19 @@ RETRY_MIN, RETRY_MAX = 0.05, 1.0
 # Attempts of a filter write that races with another writer of the same rule.
 WRITE_ATTEMPTS = 5
 
-OnConfig = Callable[[int, list[Any]], None]
+
+@dataclass(frozen=True)
+class ConfigRead:
+    """What one read of the configuration hands to the queue: `instances` only while
+    there are budgets (None otherwise: nothing needs them)."""
+
+    max_running_jobs: int
+    filters: list[Any]
+    budgets: list[BudgetRecord]
+    instances: list[Any] | None
+
+
+OnConfig = Callable[[ConfigRead], None]
 
 
 class WconfdLink:
@@ -97,19 +115,26 @@ class WconfdLink:
                 delay = min(delay * 2, RETRY_MAX)
 
     async def refresh(self) -> bool:
-        """Read max_running_jobs and the filters now and hand them over (`on_config`), unless
-        one of luxid's own filter writes overlapped the read (see the module doc): then
-        False, and the caller reads again."""
+        """Read what the queue needs now and hand it over (`on_config`), unless one of
+        luxid's own writes overlapped the read (see the module doc): then False, and the
+        caller reads again."""
         begun = self._writes_begun
         if begun != self._writes_ended:
             return False
-        cluster, filters = await asyncio.gather(
-            self.client.get_object(kind="cluster"), self.client.list_objects(kind="filter")
+        client = self.client
+        cluster, filters, budgets = await asyncio.gather(
+            client.get_object(kind="cluster"),
+            client.list_objects(kind="filter"),
+            client.list_objects(kind="budget"),
         )
+        instances = await client.list_objects(kind="instance") if budgets else None
         if self._writes_begun != begun:
             return False
         if self.on_config is not None:
-            self.on_config(int(cluster["max_running_jobs"]), list(filters))
+            records = [msgspec.convert(b, BudgetRecord) for b in budgets]
+            self.on_config(
+                ConfigRead(int(cluster["max_running_jobs"]), list(filters), records, instances)
+            )
         return True
 
     async def lock_waits(self) -> list[LockWait]:
@@ -191,3 +216,35 @@ class WconfdLink:
             return rule_from_wire(await self.client.get_object(kind="filter", key=uuid))
         except errors.NotFound:
             return None
+
+    # -- budgets -------------------------------------------------------------------------
+
+    async def write_budget(self, name: str, tags: list[str], max_disrupted: int) -> BudgetRecord:
+        """Add the budget, or replace the one of that name (its serial grows); as stored."""
+        self._writes_begun += 1
+        try:
+            for _ in range(WRITE_ATTEMPTS):
+                wire: dict[str, Any] = {"name": name, "tags": tags, "max_disrupted": max_disrupted}
+                try:
+                    try:
+                        stored = await self.client.get_object(kind="budget", key=name)
+                    except errors.NotFound:
+                        added = await self.client.add_object(kind="budget", object=wire)
+                        return msgspec.convert(added, BudgetRecord)
+                    wire.update(serial=stored["serial"], ctime=stored["ctime"])
+                    result = await self.client.update_object(kind="budget", object=wire)
+                    wire.update(uuid=name, serial=result.serial_no, mtime=result.mtime)
+                    return msgspec.convert(wire, BudgetRecord)
+                except (errors.StaleObjectError, errors.AlreadyExists, errors.NotFound):
+                    continue  # another writer changed the budget meanwhile: read it again
+            raise errors.StorageError(f"budget {name} keeps changing under us; try again")
+        finally:
+            self._writes_ended += 1
+
+    async def delete_budget(self, name: str) -> None:
+        """Remove a budget from wconfd (NotFound if there is none)."""
+        self._writes_begun += 1
+        try:
+            await self.client.remove_object(kind="budget", key=name)
+        finally:
+            self._writes_ended += 1

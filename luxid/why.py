@@ -58,6 +58,7 @@ class WhyJobs:
             raise errors.NotFound(f"no job {job_id} (see `lw job list`)")
         scheduler, filters = queue.scheduler, queue.filters
         running = scheduler.running()
+        budgets = scheduler.budget_count(running)
         rule = self.drains.queue_drain_rule()
         situation = Situation(
             now=time.time(),
@@ -69,6 +70,7 @@ class WhyJobs:
             buckets_of=filters.buckets,
             queue_drain=None if rule is None else QueueDrainRule(*rule),
             lock_waits=waits,
+            budget_disrupted=(lambda name: ()) if budgets is None else budgets.disrupted,
         )
         try:
             return why_job(job, situation)

@@ -187,7 +187,7 @@ class DrainChange(msgspec.Struct, frozen=True):
 # -- why_job (docs/contracts.md#why-a-job-waits) -------------------------------------------
 #
 # A chain of Steps, one per link from a job to what holds it; each Step's `kind` names its
-# shape.  (Disruption budgets, once they exist, add a "budget" Step here.)
+# shape.
 
 
 class FilterStep(msgspec.Struct, frozen=True, tag="filter", tag_field="kind"):
@@ -207,6 +207,14 @@ class RateLimitStep(msgspec.Struct, frozen=True, tag="rate_limit", tag_field="ki
     bucket: str
     limit: int
     running: list[int]
+
+
+class BudgetStep(msgspec.Struct, frozen=True, tag="budget", tag_field="kind"):
+    """A disruption budget holds the job: its disrupted members, [instance, why]."""
+
+    text: str
+    name: str
+    disrupted: list[list[str]]
 
 
 class SlotsStep(msgspec.Struct, frozen=True, tag="slots", tag_field="kind"):
@@ -251,7 +259,14 @@ class CycleStep(msgspec.Struct, frozen=True, tag="cycle", tag_field="kind"):
 
 
 Step = (
-    FilterStep | RateLimitStep | SlotsStep | DependencyStep | LockStep | DrainFlagStep | CycleStep
+    FilterStep
+    | RateLimitStep
+    | BudgetStep
+    | SlotsStep
+    | DependencyStep
+    | LockStep
+    | DrainFlagStep
+    | CycleStep
 )
 
 
@@ -262,6 +277,21 @@ class WhyJob(msgspec.Struct, frozen=True):
     job_id: int
     status: str
     chain: list[Step]
+
+
+# -- disruption budgets (docs/contracts.md#disruption-budgets) ---------------------------
+
+
+class BudgetRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A budget as query_budgets shows it: its members, the disrupted ones with why
+    (`down`, or `job N OP_ID`), and its events [ts, message] (starts past it)."""
+
+    name: str
+    tags: list[str]
+    max_disrupted: int
+    members: list[str]
+    disrupted: list[list[str]]
+    events: list[list[float | str]]
 
 
 class LuxiApi(CommonApi):
@@ -359,6 +389,23 @@ class LuxiApi(CommonApi):
     ) -> list[list[Any]]:
         """Rows of the requested fields (default all) for the given filters (default all,
         sorted by uuid)."""
+
+    # -- disruption budgets (docs/contracts.md#disruption-budgets) -------------------
+
+    @rpc(InvalidParams, StorageError)
+    def set_budget(
+        self, name: str, tags: list[str], max_disrupted: int, actor: str | None = None
+    ) -> BudgetRow:
+        """Add a disruption budget, or replace the one of that name: at most
+        `max_disrupted` of the instances carrying one of `tags` disrupted at once."""
+
+    @rpc(NotFound, StorageError)
+    def delete_budget(self, name: str, actor: str | None = None) -> None:
+        """Remove a disruption budget."""
+
+    @rpc(reissue=True)
+    def query_budgets(self) -> list[BudgetRow]:
+        """Every disruption budget, by name, with its members and disrupted members."""
 
     # -- job processes (docs/contracts.md#job-processes-and-opcodes) -----------------
 

@@ -1,7 +1,8 @@
 """The common params of an opcode, typed once, and their check at the edge
 (docs/contracts.md#job-model).
 
-Every opcode accepts `priority`, `depends`, `reason` and `comment` besides its own params;
+Every opcode accepts `priority`, `depends`, `reason`, `comment` and `ignore_budgets` besides
+its own params;
 what they may hold is declared here with msgspec, from the vocabulary's names and ranges.
 luxid's submit uses `check_opcodes` through the declaration of `submit_job`, so a malformed
 common param is InvalidOpcode naming the OP_ID and the param before luxid sees the job.
@@ -38,6 +39,7 @@ class OpcodeCommon(msgspec.Struct, kw_only=True):
     depends: list[JobDependency] | None = None
     reason: list[ReasonEntry] | None = None
     comment: str | None = None
+    ignore_budgets: bool = False
 
 
 def check_opcode_common(op: Any, index: int = 0) -> None:

@@ -39,7 +39,7 @@ ReservationPair = Annotated[Sequence[str], Meta(min_length=2, max_length=2)]
 """[namespace, value] of one client's reservation."""
 Reservation = Annotated[Sequence[str], Meta(min_length=3, max_length=3)]
 """[client_id, namespace, value]."""
-Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain"]
+Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain", "budget"]
 
 
 class Identity(msgspec.Struct, frozen=True):

@@ -51,13 +51,15 @@ class OpParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Parameters common to every opcode; each opcode's Params Struct subclasses this.
 
     `priority` -20 … 19 (lower is more urgent), `depends` ``[[job_id, [status…]]]``,
-    `reason` ``[[source, text, timestamp_ns]]``, `comment` free text.
+    `reason` ``[[source, text, timestamp_ns]]``, `comment` free text, `ignore_budgets` an
+    operator's override of the disruption budgets (luxid judges it before the job starts).
     """
 
     priority: Priority = DEFAULT_PRIORITY
     depends: list[JobDependency] | None = None
     reason: list[ReasonEntry] | None = []  # null is accepted and becomes []
     comment: str | None = None
+    ignore_budgets: bool = False
 
     def __post_init__(self) -> None:
         if self.reason is None:

@@ -22,15 +22,15 @@ class Verdict(msgspec.Struct, frozen=True):
     rate_limit: int = 0
 
 
-HoldKind = Literal["dependency", "paused", "rejected", "bucket", "rate_limit", "slots"]
+HoldKind = Literal["dependency", "paused", "rejected", "bucket", "rate_limit", "slots", "budget"]
 
 
 class Hold(msgspec.Struct, frozen=True):
     """Why a scheduling pass does not start a queued job: the structure behind its
     pending_reason (`reason`, the text), which `why_job` explains.
 
-    `key` is the rule's uuid (paused, rejected, rate_limit) or the reason bucket's key
-    (bucket); `job_id` the dependency waited for (dependency).
+    `key` is the rule's uuid (paused, rejected, rate_limit), the reason bucket's key
+    (bucket) or the budget's name (budget); `job_id` the dependency waited for (dependency).
     """
 
     kind: HoldKind

@@ -20,7 +20,7 @@ Differences from Ganeti's selectJobsToRun (JQScheduler.hs), all deliberate:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -28,6 +28,9 @@ from luxid.filters.ratelimit import Admission, paused_reason, rejected_result
 from luxid.filters.verdict import Hold, Verdict
 from luxid.jobs.deps import StatusOf, check_dependencies
 from luxid.jobs.model import FINALIZED, Job, job_priority, job_status
+
+if TYPE_CHECKING:
+    from luxid.budgets import BudgetCount
 
 VerdictOf = Callable[[Job], Verdict | None]
 BucketsOf = Callable[[Job], Iterable[str]]
@@ -47,6 +50,8 @@ class Selection(msgspec.Struct, frozen=True):
     - `pause`: running jobs a PAUSE rule applies to and that are not paused yet.
     - `unpause`: running jobs flagged paused that no PAUSE rule applies to any more.
     - `pending`: for every other queued job, its pending reason; None for started ones.
+    - `exceeded`: (budget, job id, event) for each start past a disruption budget (a job
+      with `ignore_budgets`, or a drain's move at its deadline).
     """
 
     start: list[int]
@@ -55,6 +60,7 @@ class Selection(msgspec.Struct, frozen=True):
     pause: list[int]
     unpause: list[int]
     pending: dict[int, str | None]
+    exceeded: list[tuple[str, int, str]] = []
 
 
 def select_jobs(
@@ -64,6 +70,7 @@ def select_jobs(
     verdict_of: VerdictOf,
     buckets_of: BucketsOf,
     status_of: StatusOf,
+    budgets: BudgetCount | None = None,
 ) -> Selection:
     """Run one selection pass.
 
@@ -75,10 +82,11 @@ def select_jobs(
 
     Eligible jobs are taken in (priority, id) order; each starts unless a PAUSE rule
     applies, one of its buckets already has n running jobs, its RATE_LIMIT rule already
-    has n running jobs, or max_running_jobs are running — counting the jobs started
+    has n running jobs, a disruption budget holds it (`budgets`, the disrupted members
+    counted over `running`), or max_running_jobs are running — counting the jobs started
     earlier in this pass (slot accounting: luxid.filters.ratelimit.Admission).
     """
-    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of)
+    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of, budgets)
     candidates: list[tuple[int, int, Job, Verdict | None]] = []
     for job in queued:
         eligible, verdict = pass_.classify(job, status_of)
@@ -97,6 +105,7 @@ def fill_free_slots(
     verdict_of: VerdictOf,
     buckets_of: BucketsOf,
     status_of: StatusOf,
+    budgets: BudgetCount | None = None,
 ) -> Selection:
     """The pass after a running job ended and nothing else changed: fill the free slots.
 
@@ -108,7 +117,7 @@ def fill_free_slots(
     would start; the pending reasons of the jobs not examined stay as recorded.  With
     600 queued jobs this examines a handful instead of all of them.
     """
-    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of)
+    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of, budgets)
     for job in queued_in_order:
         if pass_.free_slots <= 0:
             break
@@ -125,6 +134,7 @@ def hold_of(
     verdict_of: VerdictOf,
     buckets_of: BucketsOf,
     status_of: StatusOf,
+    budgets: BudgetCount | None = None,
 ) -> Hold | None:
     """What holds one queued job back now, decided as a pass decides it (the same
     `_Pass` steps, over the same running jobs): None if it would start, or is not waiting
@@ -134,7 +144,7 @@ def hold_of(
     are not counted (they hold no slot yet), so between a change and the pass that follows
     it a job may show as free that the pass then holds for `slots`.
     """
-    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of)
+    pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of, budgets)
     eligible, verdict = pass_.classify(job, status_of)
     if eligible:
         pass_.admit(job, verdict)
@@ -155,9 +165,12 @@ class _Pass:
         max_running_jobs: int,
         verdict_of: VerdictOf,
         buckets_of: BucketsOf,
+        budgets: BudgetCount | None,
     ) -> None:
         self.verdict_of = verdict_of
         self.buckets_of = buckets_of
+        self.budgets = budgets
+        self.exceeded: list[tuple[str, int, str]] = []
         self.slots = Admission()
         self.pause: list[int] = []
         self.unpause: list[int] = []
@@ -212,6 +225,9 @@ class _Pass:
         """Start an eligible job if its rule, its buckets and the slot limit allow."""
         buckets = tuple(self.buckets_of(job))
         held = self.slots.hold(verdict, buckets)
+        budgets = self.budgets
+        if held is None and budgets is not None:
+            held = budgets.hold(job)
         if held is None and self.free_slots <= 0:
             held = HOLD_MAX_RUNNING
         if held is not None:
@@ -221,9 +237,11 @@ class _Pass:
         self.free_slots -= 1
         self.start.append(job.id)
         self.slots.occupy(verdict, buckets)
+        if budgets is not None:
+            self.exceeded.extend((name, job.id, event) for name, event in budgets.start(job))
 
     def selection(self) -> Selection:
         return Selection(
             start=self.start, cancel=self.cancel, fail=self.fail, pause=self.pause,
-            unpause=self.unpause, pending=self.pending,
+            unpause=self.unpause, pending=self.pending, exceeded=self.exceeded,
         )  # fmt: skip

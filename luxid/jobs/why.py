@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from client.api.luxi import (
+    BudgetStep,
     CycleStep,
     DependencyStep,
     DrainFlagStep,
@@ -64,7 +65,8 @@ class Situation:
     `hold_of` is the scheduler's decision for a queued job (luxid.jobs.selection.hold_of
     over the scheduler's running jobs), so a job shown held by a rule is held by it;
     `running` are the jobs holding a slot, `verdict_of`/`buckets_of` the filters' view
-    of a job; `lock_waits` is None until fetched.
+    of a job; `lock_waits` is None until fetched; `budget_disrupted(name)` the disrupted
+    members of a budget, [instance, why].
     """
 
     now: float
@@ -76,6 +78,7 @@ class Situation:
     buckets_of: BucketsOf
     queue_drain: QueueDrainRule | None = None
     lock_waits: Sequence[LockWait] | None = None
+    budget_disrupted: Callable[[str], Sequence[tuple[str, str]]] = lambda name: ()
 
 
 def why_job(job: Job, situation: Situation) -> WhyJob:
@@ -178,6 +181,9 @@ class _Walk:
             limit = verdict.rate_limit if verdict is not None else 0
             running = [j.id for j in s.running if _applies(s.verdict_of(j), hold.key)]
             self._rate_limit(hold, f"filter/{hold.key}", limit, running)
+        elif hold.kind == "budget":
+            disrupted = [[inst, why] for inst, why in s.budget_disrupted(hold.key)]
+            self._add(BudgetStep(text=hold.reason, name=hold.key, disrupted=disrupted))
         else:  # slots
             n, top = len(s.running), s.max_running_jobs
             text = f"{hold.reason}: {n} of {top} running"

@@ -39,7 +39,7 @@ def locks_for_write(
 ) -> tuple[str, ...]:
     """The locks (each needed exclusively) for changing `old` into `new`.
 
-    `old` is None for an add, `new` None for a remove.  Returns () for filters and drains.
+    `old` is None for an add, `new` None for a remove.  Returns () for filters, drains and budgets.
     """
     level = KIND_LEVEL.get(kind)
     if level is None:

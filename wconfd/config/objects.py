@@ -25,6 +25,8 @@ Choices for what docs/contracts.md leaves open (documented here because clients 
   is declared once, in `client.drains` (`DrainRecord`, named `Drain` here), for wconfd and
   luxid alike: wconfd checks the record's fields (docs/contracts.md#node-drain) and stores
   luxid's resume state (jobs, moved, blocked, ...) as typed there.
+- budget (docs/contracts.md#disruption-budgets): keyed by its `name`, which is its `uuid`
+  too; declared in `client.budgets` (`BudgetRecord`); its serial_no is `serial` on the wire.
 - References may be given as a name on input; they are stored as uuids (see validation).
 """
 
@@ -34,17 +36,20 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
+from client.budgets import BudgetRecord as Budget
 from client.capacity import DEFAULT_CTOTAL, DEFAULT_MTOTAL, DEFAULT_VCPU_RATIO
 from client.drains import DrainRecord as Drain
 from client.errors import InvalidParams
 
 from .numbers import unstorable_number
 
-Kind: TypeAlias = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain"]
+Kind: TypeAlias = Literal[
+    "cluster", "nodegroup", "node", "instance", "network", "filter", "drain", "budget"
+]
 KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 # The kinds stored as maps keyed by uuid, with the document field holding each map.
 MAP_KINDS: Final[tuple[Kind, ...]] = (
-    "nodegroup", "node", "instance", "network", "filter", "drain"
+    "nodegroup", "node", "instance", "network", "filter", "drain", "budget"
 )  # fmt: skip
 DOC_FIELD: Final[dict[Kind, str]] = {
     "nodegroup": "nodegroups",
@@ -53,6 +58,7 @@ DOC_FIELD: Final[dict[Kind, str]] = {
     "network": "networks",
     "filter": "filters",
     "drain": "drains",
+    "budget": "budgets",
 }
 # The kinds whose objects have a unique name (a filter is known by its uuid only).
 NAMED_KINDS: Final[tuple[Kind, ...]] = ("cluster", "nodegroup", "node", "instance", "network")
@@ -215,8 +221,8 @@ class Filter(_Base, frozen=True, kw_only=True):
     mtime: float = 0.0
 
 
-ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter | Drain
-MapObject: TypeAlias = NodeGroup | Node | Instance | Network | Filter | Drain
+ConfigObject: TypeAlias = Cluster | NodeGroup | Node | Instance | Network | Filter | Drain | Budget
+MapObject: TypeAlias = NodeGroup | Node | Instance | Network | Filter | Drain | Budget
 
 KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
     "cluster": Cluster,
@@ -226,6 +232,7 @@ KIND_TYPES: Final[dict[Kind, type[ConfigObject]]] = {
     "network": Network,
     "filter": Filter,
     "drain": Drain,
+    "budget": Budget,
 }
 
 
@@ -243,6 +250,7 @@ class ConfigDocument(_Base, frozen=True, kw_only=True):
     networks: dict[str, Network] = {}
     filters: dict[str, Filter] = {}
     drains: dict[str, Drain] = {}
+    budgets: dict[str, Budget] = {}
 
 
 def check_kind(kind: object) -> Kind:

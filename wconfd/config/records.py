@@ -12,7 +12,18 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from .objects import Cluster, ConfigObject, Drain, Filter, Instance, Kind, Network, Node, NodeGroup
+from .objects import (
+    Budget,
+    Cluster,
+    ConfigObject,
+    Drain,
+    Filter,
+    Instance,
+    Kind,
+    Network,
+    Node,
+    NodeGroup,
+)
 
 
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="t", kw_only=True):
@@ -64,6 +75,12 @@ class PutDrain(_Record, tag="put_drain", frozen=True, kw_only=True):
     obj: Drain
 
 
+class PutBudget(_Record, tag="put_budget", frozen=True, kw_only=True):
+    """A disruption budget added or replaced."""
+
+    obj: Budget
+
+
 class RemoveObject(_Record, tag="remove", frozen=True, kw_only=True):
     """An object of a map kind removed, by uuid."""
 
@@ -72,7 +89,14 @@ class RemoveObject(_Record, tag="remove", frozen=True, kw_only=True):
 
 
 PutRecord: TypeAlias = (
-    PutCluster | PutNodeGroup | PutNode | PutInstance | PutNetwork | PutFilter | PutDrain
+    PutCluster
+    | PutNodeGroup
+    | PutNode
+    | PutInstance
+    | PutNetwork
+    | PutFilter
+    | PutDrain
+    | PutBudget
 )
 ConfigChange: TypeAlias = PutRecord | RemoveObject
 
@@ -84,6 +108,7 @@ PUT_RECORD: Final[dict[Kind, type[PutRecord]]] = {
     "network": PutNetwork,
     "filter": PutFilter,
     "drain": PutDrain,
+    "budget": PutBudget,
 }
 RECORD_KIND: Final[dict[type[PutRecord], Kind]] = {cls: kind for kind, cls in PUT_RECORD.items()}
 

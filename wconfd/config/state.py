@@ -98,11 +98,13 @@ class ChangeOutOfOrder(RuntimeError):
 
 def _sort_key(kind: Kind) -> Callable[[Any], tuple[Any, ...]]:
     """List order: by name; filters in their evaluation order (priority, watermark, uuid);
-    drains by target."""
+    drains by target; budgets by name."""
     if kind == "filter":
         return lambda f: (f.priority, f.watermark, f.uuid)
     if kind == "drain":
         return lambda d: (d.target,)
+    if kind == "budget":
+        return lambda b: (b.name,)
     return lambda o: (o.name, o.uuid)
 
 
@@ -141,7 +143,9 @@ class ConfigState:
             check_uuid("cluster", cluster, cluster.uuid)
             self.cluster = cluster
         # Dependency order, so references resolve against what is already indexed.
-        order: tuple[Kind, ...] = ("nodegroup", "node", "network", "instance", "filter", "drain")
+        order: tuple[Kind, ...] = (
+            "nodegroup", "node", "network", "instance", "filter", "drain", "budget"
+        )  # fmt: skip
         for kind in order:
             for key, obj in getattr(document, DOC_FIELD[kind]).items():
                 if validate:
@@ -234,6 +238,7 @@ class ConfigState:
             networks=dict(self._idx.maps["network"]),
             filters=dict(self._idx.maps["filter"]),
             drains=dict(self._idx.maps["drain"]),
+            budgets=dict(self._idx.maps["budget"]),
         )
 
     def get_config_json(self) -> bytes:
@@ -255,6 +260,7 @@ class ConfigState:
                 networks=self._idx.maps["network"],
                 filters=self._idx.maps["filter"],
                 drains=self._idx.maps["drain"],
+                budgets=self._idx.maps["budget"],
             )
             self._json_cache = _ENCODER.encode(doc)
         return self._json_cache

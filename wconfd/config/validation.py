@@ -16,11 +16,13 @@ from typing import Final
 
 import msgspec
 
+from client.budgets import budget_problem
 from client.errors import ConfigValidationError, FilterError
 from client.filterrules import check_filter_object
 from client.vocabulary import LOCKSET
 
 from .objects import (
+    Budget,
     Cluster,
     ConfigObject,
     Disk,
@@ -271,9 +273,21 @@ def check_drain(obj: Drain) -> Drain:
     return obj if obj.uuid else msgspec.structs.replace(obj, uuid=obj.target)
 
 
+def check_budget(obj: Budget) -> Budget:
+    """A budget (client.budgets' rules); its key and uuid are its name."""
+    _check_times("budget", obj)
+    problem = budget_problem(obj.name, obj.tags, obj.max_disrupted)
+    if problem is not None:
+        raise fail("budget", obj, *problem)
+    if obj.uuid not in ("", obj.name):
+        raise fail("budget", obj, "uuid", f"must be empty or the name {obj.name!r}")
+    return obj if obj.uuid else msgspec.structs.replace(obj, uuid=obj.name)
+
+
 def check_key(kind: str, obj: ConfigObject) -> None:
-    """The object's map key: a uuid (a drain's is its target, checked by check_drain)."""
-    if kind != "drain":
+    """The object's map key: a uuid (a drain's is its target, a budget's its name, checked
+    by check_drain and check_budget)."""
+    if kind not in ("drain", "budget"):
         check_uuid(kind, obj, obj.uuid)
 
 
@@ -287,6 +301,8 @@ def check_fields(obj: ConfigObject) -> ConfigObject:
         return check_filter(obj)
     if isinstance(obj, Drain):
         return check_drain(obj)
+    if isinstance(obj, Budget):
+        return check_budget(obj)
     if isinstance(obj, Network):
         return check_network(obj)
     if isinstance(obj, NodeGroup):

@@ -207,6 +207,8 @@ def document_ops(keys: Keys, document: ConfigDocument) -> list[RequestOp]:
         ("instance", document.instances),
         ("network", document.networks),
         ("filter", document.filters),
+        ("drain", document.drains),
+        ("budget", document.budgets),
     ):
         ops.extend(op_put(keys.obj(kind, uuid), msgspec.json.encode(o)) for uuid, o in objs.items())
     return ops

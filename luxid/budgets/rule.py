@@ -1,0 +1,151 @@
+"""The budget rule (pure): whether starting a job would disrupt more members of a budget
+than it allows (docs/contracts.md#disruption-budgets).
+
+A member is disrupted while it is down (the book) or while a started job runs a
+disruptive opcode on it (`BudgetCount`, built from the jobs holding a slot and told of
+each job a scheduling pass starts, so two jobs can never both take a budget's last
+unit).  A job that would make more than `max_disrupted` members of a budget disrupted
+is held, with the budget's reason; a job that carries `ignore_budgets: true`, or a
+drain's failover or shutdown at its deadline, starts regardless and the budget records
+that it was exceeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final, Literal
+
+from client.budgets import DISRUPTIVE_OPS
+from luxid.budgets.book import BudgetBook
+from luxid.filters.verdict import Hold
+from luxid.jobs.model import Job
+
+# The reason entry a drain's failovers and shutdowns at its deadline carry
+# (luxid.drains.node.submit): source, and the start of its text.
+DRAIN_REASON_SOURCE: Final = "lw:drain"
+DEADLINE_REASON_PREFIX: Final = "deadline:"
+
+Override = Literal["ignore_budgets", "deadline"]
+
+
+def disruptions(job: Job) -> tuple[list[tuple[str, str]], Override | None]:
+    """The (instance, OP_ID) pairs the job's disruptive opcodes name, and what lets it
+    past a budget (None: nothing)."""
+    found: list[tuple[str, str]] = []
+    override: Override | None = None
+    for op in job.ops:
+        params = op.input
+        op_id = params.get("OP_ID")
+        if op_id not in DISRUPTIVE_OPS:
+            continue
+        name = params.get("instance_name")
+        if isinstance(name, str):
+            found.append((name, op_id))
+        if params.get("ignore_budgets") is True:
+            override = "ignore_budgets"
+        elif override is None and _at_deadline(params.get("reason")):
+            override = "deadline"
+    return found, override
+
+
+def _at_deadline(reason: object) -> bool:
+    """Whether a reason trail marks a drain's move at its deadline."""
+    if not isinstance(reason, list):
+        return False
+    return any(
+        isinstance(entry, list | tuple)
+        and len(entry) >= 2
+        and entry[0] == DRAIN_REASON_SOURCE
+        and isinstance(entry[1], str)
+        and entry[1].startswith(DEADLINE_REASON_PREFIX)
+        for entry in reason
+    )
+
+
+def budget_reason(name: str, max_disrupted: int, disrupted: Sequence[tuple[str, str]]) -> str:
+    """`budget web: 1 of 1 disrupted (web2: job 41 OP_INSTANCE_MIGRATE)`."""
+    text = f"budget {name}: {len(disrupted)} of {max_disrupted} disrupted"
+    if not disrupted:
+        return text
+    return text + " (" + ", ".join(f"{inst}: {why}" for inst, why in disrupted) + ")"
+
+
+def exceeded_message(name: str, job_id: int, override: Override) -> str:
+    """`budget web exceeded by job 57 (deadline)`."""
+    return f"budget {name} exceeded by job {job_id} ({override})"
+
+
+class BudgetCount:
+    """The disrupted members of every budget at one moment of a scheduling pass."""
+
+    def __init__(self, book: BudgetBook, started: Iterable[Job]) -> None:
+        self.book = book
+        self._by_job: dict[str, dict[str, str]] = {}  # budget -> member -> "job N OP_ID"
+        self._count = {name: len(down) for name, down in book.down.items()}
+        self._listed: dict[str, list[tuple[str, str]]] = {}  # cache of `disrupted`
+        for job in started:
+            self._add(job, disruptions(job)[0])
+
+    def count(self, name: str) -> int:
+        """How many members of budget `name` are disrupted now."""
+        return self._count[name]
+
+    def disrupted(self, name: str) -> list[tuple[str, str]]:
+        """[member, why] of budget `name`'s disrupted members, in name order; why is
+        `job N OP_ID` or `down`."""
+        listed = self._listed.get(name)
+        if listed is None:
+            by_job = self._by_job.get(name, {})
+            members = sorted(self.book.down[name] | by_job.keys())
+            listed = self._listed[name] = [(m, by_job.get(m, "down")) for m in members]
+        return listed
+
+    def reason(self, name: str) -> str:
+        """The pending_reason of a job budget `name` holds."""
+        return budget_reason(name, self.book.budgets[name].max_disrupted, self.disrupted(name))
+
+    def hold(self, job: Job) -> Hold | None:
+        """The budget that holds `job` now (the first by name), or None."""
+        found, override = disruptions(job)
+        if not found or override is not None:
+            return None
+        for name, new in self._new_members(found):
+            if self._count[name] + new > self.book.budgets[name].max_disrupted:
+                return Hold("budget", self.reason(name), key=name)
+        return None
+
+    def start(self, job: Job) -> list[tuple[str, str]]:
+        """Count `job` as started; (budget, event) for each budget it exceeded (only a job
+        with an override can)."""
+        found, override = disruptions(job)
+        if not found:
+            return []
+        exceeded: list[tuple[str, str]] = []
+        if override is not None:
+            for name, new in self._new_members(found):
+                if self._count[name] + new > self.book.budgets[name].max_disrupted:
+                    exceeded.append((name, exceeded_message(name, job.id, override)))
+        self._add(job, found)
+        return exceeded
+
+    def _new_members(self, found: list[tuple[str, str]]) -> list[tuple[str, int]]:
+        """(budget, how many members `found` would newly disrupt), budgets by name."""
+        of_instance = self.book.of_instance
+        new: dict[str, set[str]] = {}
+        for inst, _ in found:
+            for name in of_instance.get(inst, ()):
+                if inst not in self.book.down[name] and inst not in self._by_job.get(name, {}):
+                    new.setdefault(name, set()).add(inst)
+        return sorted((name, len(insts)) for name, insts in new.items())
+
+    def _add(self, job: Job, found: list[tuple[str, str]]) -> None:
+        of_instance = self.book.of_instance
+        for inst, op_id in found:
+            for name in of_instance.get(inst, ()):
+                by_job = self._by_job.setdefault(name, {})
+                if inst in by_job:
+                    continue
+                by_job[inst] = f"job {job.id} {op_id}"
+                if inst not in self.book.down[name]:
+                    self._count[name] += 1
+                self._listed.pop(name, None)

@@ -1,0 +1,154 @@
+"""Disruption budgets (docs/contracts.md#disruption-budgets) through the real daemons: the
+methods compared with JSON literals, the exact pending_reason of a held job, the job
+starting once a unit frees, `ignore_budgets`, a down member, why_job's budget Step, and
+the budgets kept across a restart of both daemons.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from client import errors
+
+sys.path.insert(0, str(Path(__file__).parent))
+from luxid_testlib import Stack, raises
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def stack(daemon_factory):
+    s = Stack(daemon_factory)
+    yield s
+    s.close()
+
+
+def add_instances(stack: Stack, *specs: tuple[str, list[str], str]) -> None:
+    """Instances (name, tags, admin_state), each on its own node `<name>-a` (with a spare
+    node `<name>-b` to move to), so that their moves share no lock."""
+    stack.add_nodes(*(f"{name}-{side}" for name, _, _ in specs for side in "ab"))
+    with stack.admin() as wc:
+        for name, tags, state in specs:
+            wc.add_object(
+                "instance",
+                {"name": name, "primary_node": f"{name}-a", "tags": tags, "admin_state": state},
+            )
+
+
+def migrate(name: str, duration: float = 0.0, **extra: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": name, "target_node": f"{name}-b",
+            "duration": duration, **extra}  # fmt: skip
+
+
+def rows(stack: Stack) -> list[dict[str, Any]]:
+    return msgspec.to_builtins(stack.lc.query_budgets())
+
+
+@pytest.fixture
+def web(stack: Stack) -> Stack:
+    """web1..web3 up and tagged `web`, db1 up untagged; budget web of 1."""
+    add_instances(
+        stack, ("web1", ["web"], "up"), ("web2", ["web", "x"], "up"),
+        ("web3", ["web"], "up"), ("db1", [], "up"),
+    )  # fmt: skip
+    row = msgspec.to_builtins(stack.lc.set_budget(name="web", tags=["web"], max_disrupted=1))
+    assert row == {"name": "web", "tags": ["web"], "max_disrupted": 1,
+                   "members": ["web1", "web2", "web3"], "disrupted": [], "events": []}  # fmt: skip
+    return stack
+
+
+def test_a_second_migration_waits_for_the_budget_with_the_exact_reason(web):
+    stack = web
+    first = stack.submit(migrate("web2", 60))
+    stack.wait_op_running(first)
+    second = stack.submit(migrate("web1"))
+    reason = f"budget web: 1 of 1 disrupted (web2: job {first} OP_INSTANCE_MIGRATE)"
+    assert stack.status(second) == "queued"
+    assert stack.field(second, "pending_reason") == reason
+    assert rows(stack)[0]["disrupted"] == [["web2", f"job {first} OP_INSTANCE_MIGRATE"]]
+    chain = msgspec.to_builtins(stack.lc.why_job(job_id=second))["chain"]
+    assert chain == [{"kind": "budget", "text": reason, "name": "web",
+                      "disrupted": [["web2", f"job {first} OP_INSTANCE_MIGRATE"]]}]  # fmt: skip
+    # An instance outside the budget is not held.
+    other = stack.submit(migrate("db1"))
+    assert stack.wait_final(other) == "success"
+    # The first ends: the second starts.
+    stack.lc.cancel_job(job_id=first)
+    assert stack.wait_final(first) == "canceled"
+    assert stack.wait_final(second) == "success"
+    assert rows(stack)[0]["disrupted"] == []
+
+
+def test_ignore_budgets_starts_and_is_recorded(web):
+    stack = web
+    first = stack.submit(migrate("web2", 60))
+    stack.wait_op_running(first)
+    forced = stack.submit(migrate("web1", ignore_budgets=True))
+    assert stack.wait_final(forced) == "success"
+    (row,) = rows(stack)
+    assert [m for _, m in row["events"]] == [
+        f"budget web exceeded by job {forced} (ignore_budgets)"
+    ]
+
+
+def test_a_down_member_counts_and_a_budget_of_zero_holds_everything(web):
+    stack = web
+    with stack.admin() as wc:
+        inst = wc.get_object("instance", "web3")
+        inst["admin_state"] = "down"
+        wc.update_object("instance", inst)
+    stack.until(lambda: rows(stack)[0]["disrupted"] == [["web3", "down"]])
+    held = stack.submit(migrate("web1"))
+    stack.until(lambda: stack.field(held, "pending_reason") is not None)
+    assert stack.field(held, "pending_reason") == "budget web: 1 of 1 disrupted (web3: down)"
+    stack.lc.set_budget(name="web", tags=["web"], max_disrupted=2)
+    assert stack.wait_final(held) == "success"
+    stack.lc.set_budget(name="web", tags=["web"], max_disrupted=0)
+    with stack.admin() as wc:
+        inst = wc.get_object("instance", "web3")
+        inst["admin_state"] = "up"
+        wc.update_object("instance", inst)
+    stack.until(lambda: rows(stack)[0]["disrupted"] == [])
+    zero = stack.submit(migrate("web2"))
+    stack.until(lambda: stack.field(zero, "pending_reason") is not None)
+    assert stack.field(zero, "pending_reason") == "budget web: 0 of 0 disrupted"
+
+
+def test_set_replace_delete_errors_and_restart(web):
+    stack = web
+    budget = stack.wc.get_config()["budgets"]["web"]
+    assert (budget["name"], budget["tags"], budget["max_disrupted"], budget["serial"]) == (
+        "web",
+        ["web"],
+        1,
+        1,
+    )
+    stack.lc.set_budget(name="web", tags=["web", "x"], max_disrupted=2)
+    assert stack.wc.get_config()["budgets"]["web"]["serial"] == 2
+    for params, param in (
+        ({"name": "b", "tags": ["web"], "max_disrupted": -1}, "max_disrupted"),
+        ({"name": "b", "tags": [], "max_disrupted": 1}, "tags"),
+        ({"name": "b", "tags": ["no tag"], "max_disrupted": 1}, "tags"),
+        ({"name": "b/c", "tags": ["web"], "max_disrupted": 1}, "name"),
+    ):
+        exc = raises(errors.InvalidParams, stack.lc.set_budget, **params)
+        assert f"`{param}`" in exc.message
+    raises(errors.NotFound, stack.lc.delete_budget, name="nope")
+    stack.restart_wconfd()
+    stack.restart_luxid()
+    (row,) = rows(stack)
+    assert (row["tags"], row["max_disrupted"]) == (["web", "x"], 2)
+    assert row["members"] == ["web1", "web2", "web3"]
+    stack.lc.delete_budget(name="web")
+    assert rows(stack) == []
+    events = stack.lc.watch_events(after=0, topics=["budget"], timeout=0).events
+    assert [(e.key, e.action) for e in events] == [
+        ("budget/web", "add"),
+        ("budget/web", "update"),
+        ("budget/web", "remove"),
+    ]
