@@ -32,6 +32,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from client.vocabulary import INT64_MAX
 from rapi.cluster import find_instance, lookup
 from rapi.nodeops import refuse_dry_run, submit
 from rapi.routing import HttpError, Request, body_params, check_param, int_query
@@ -41,6 +42,8 @@ CREATE_MODE: Final = "create"
 MIGRATION_MODES: Final = ("live", "non-live")  # Ganeti's HT_MIGRATION_MODES
 DEFAULT_VCPUS: Final = 1  # Ganeti's default beparams
 NUMBER: Final = (int, float)
+# A count or size a client sends: ≥ 1 and within JSON's 64-bit integers (docs/contracts.md#numbers).
+Positive = Annotated[int, Meta(ge=1, le=INT64_MAX)]
 
 # Body parameters each resource takes (what Ganeti's client and rlib2's opcodes know).
 DELETE_PARAMS: Final = ("shutdown_timeout", "ignore_failures")
@@ -73,7 +76,7 @@ class DiskV1(msgspec.Struct, frozen=True):
     """One disk of Ganeti's creation request: size in MiB and access mode (Ganeti's `vg`,
     `spindles`, `name` … are ignored: disks live on shared storage)."""
 
-    size: Annotated[int, Meta(ge=1)]
+    size: Positive
     mode: Literal["rw", "ro"] = "rw"
 
 
@@ -81,9 +84,9 @@ class BeParamsV1(msgspec.Struct, frozen=True):
     """The backend parameters placement needs: memory in MiB (`maxmem`, or Ganeti's older
     `memory`) and `vcpus`; the others (`minmem`, `auto_balance` …) are ignored."""
 
-    maxmem: Annotated[int, Meta(ge=1)] | None = None
-    memory: Annotated[int, Meta(ge=1)] | None = None
-    vcpus: Annotated[int, Meta(ge=1)] = DEFAULT_VCPUS
+    maxmem: Positive | None = None
+    memory: Positive | None = None
+    vcpus: Positive = DEFAULT_VCPUS
 
 
 class CreateRequestV1(msgspec.Struct, frozen=True):
