@@ -1,5 +1,6 @@
 """The queue's RAPI resources in Ganeti's shapes: jobs (J_FIELDS of rlib2, plus
-Lockwarden's priority and pending_reason), Ganeti's WaitForJobChange, and filter rules
+Lockwarden's priority and pending_reason), Ganeti's WaitForJobChange, a job's priority
+(`PUT /2/jobs/<id>/priority`, answered as Ganeti's LUXI ChangeJobPriority), and filter rules
 (FILTER_RULE_FIELDS); and Lockwarden's why a job waits (`/2/jobs/<id>/why`, luxid's
 why_job as it is).  luxid answers them through the async stub.
 """
