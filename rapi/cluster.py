@@ -17,10 +17,11 @@ from rapi.shapes import cluster_info, group_resource, instance_resource, node_re
 
 RAPI_VERSION = 2
 # Ganeti's feature strings that hold here: node-evac-res1 makes Ganeti's client send
-# POST /2/nodes/<name>/evacuate with its body form and take a job id back.  The others
-# (instance-create-reqv1, instance-reinstall-reqv1, node-migrate-reqv1) name resources
-# this RAPI does not serve.
-FEATURES = ("node-evac-res1",)
+# POST /2/nodes/<name>/evacuate with its body form and take a job id back;
+# instance-create-reqv1 makes its CreateInstance send POST /2/instances with the version 1
+# body (without it the client refuses to create).  The others (instance-reinstall-reqv1,
+# node-migrate-reqv1) name resources this RAPI does not serve.
+FEATURES = ("instance-create-reqv1", "node-evac-res1")
 
 Shape = Callable[[ConfigView, Mapping[str, Any]], dict[str, Any]]
 # kind in the configuration document -> (label in messages, URI prefix, shape)
@@ -57,15 +58,18 @@ async def _one(req: Request, kind: str) -> dict[str, Any]:
     return shape(view, obj)
 
 
-async def lookup_node(req: Request) -> dict[str, Any] | None:
-    """The node whose name (or uuid) is the {name} path parameter; None if there is none."""
+async def lookup(req: Request, kind: str, key: str) -> dict[str, Any] | None:
+    """The object of a kind ("node", "instance") by name or uuid; None if there is none."""
     try:
-        node: dict[str, Any] = await req.backend.wconfd.get_object(
-            kind="node", key=req.match["name"]
-        )
+        obj: dict[str, Any] = await req.backend.wconfd.get_object(kind=kind, key=key)
     except errors.NotFound:
         return None
-    return node
+    return obj
+
+
+async def lookup_node(req: Request) -> dict[str, Any] | None:
+    """The node whose name (or uuid) is the {name} path parameter; None if there is none."""
+    return await lookup(req, "node", req.match["name"])
 
 
 async def find_node(req: Request) -> dict[str, Any]:
@@ -74,6 +78,15 @@ async def find_node(req: Request) -> dict[str, Any]:
     if node is None:
         raise HttpError(404, f"node '{req.match['name']}' not found")
     return node
+
+
+async def find_instance(req: Request) -> dict[str, Any]:
+    """The instance of the {name} path parameter; 404 if there is none (as `find_node`:
+    an operation on an unknown object is refused before a job is submitted)."""
+    inst = await lookup(req, "instance", req.match["name"])
+    if inst is None:
+        raise HttpError(404, f"instance '{req.match['name']}' not found")
+    return inst
 
 
 async def get_version(req: Request) -> int:

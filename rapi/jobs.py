@@ -1,5 +1,6 @@
 """The queue's RAPI resources in Ganeti's shapes: jobs (J_FIELDS of rlib2, plus
-Lockwarden's priority and pending_reason), Ganeti's WaitForJobChange, and filter rules
+Lockwarden's priority and pending_reason), Ganeti's WaitForJobChange, a job's priority
+(`PUT /2/jobs/<id>/priority`, answered as Ganeti's LUXI ChangeJobPriority), and filter rules
 (FILTER_RULE_FIELDS); and Lockwarden's why a job waits (`/2/jobs/<id>/why`, luxid's
 why_job as it is).  luxid answers them through the async stub.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from client.api.luxi import WhyJob
+from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from rapi.routing import (
     MAX_JOB_ID,
     HttpError,
@@ -40,6 +42,7 @@ J_FIELDS_BULK = [*_GANETI_J_FIELDS_BULK, "priority", "pending_reason"]
 J_FIELDS = [*_GANETI_J_FIELDS_BULK, "oplog", "opresult", "priority", "pending_reason"]
 FILTER_RULE_FIELDS = ["watermark", "priority", "predicates", "action", "reason_trail", "uuid"]
 FILTER_BODY_PARAMS = ("priority", "predicates", "action", "reason")
+PRIORITY_BODY_PARAMS = ("priority",)
 
 
 async def get_jobs(req: Request) -> list[dict[str, Any]]:
@@ -70,6 +73,25 @@ async def delete_job(req: Request) -> list[Any]:
     ok, message = await req.backend.luxi.cancel_job(
         job_id=job_id(req), kill=bool(int_query(req, "kill"))
     )
+    return [ok, message]
+
+
+async def put_job_priority(req: Request) -> list[Any]:
+    """Change a queued or running job's priority (body `{"priority": n}`, -20…19):
+    `[success, message]`, luxid's change_job_priority answer (Ganeti's LUXI
+    ChangeJobPriority), the shape DELETE /2/jobs/<id> answers for a cancel."""
+    ident = job_id(req)
+    data = body_params(req, PRIORITY_BODY_PARAMS, "a job's priority")
+    if "priority" not in data:
+        raise HttpError(400, "Required parameter 'priority' is missing; send {\"priority\": n}")
+    priority = check_param(data, "priority", int, None)
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise HttpError(
+            400,
+            f"'priority' parameter must be {PRIORITY_MIN}…{PRIORITY_MAX} "
+            f"(lower is more urgent), got {priority}",
+        )
+    ok, message = await req.backend.luxi.change_job_priority(job_id=ident, priority=priority)
     return [ok, message]
 
 

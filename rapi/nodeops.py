@@ -60,11 +60,18 @@ def reason_trail(req: Request, resource: str) -> list[list[Any]]:
     return trail
 
 
-async def _submit(req: Request, op: dict[str, Any], resource: str) -> int:
-    job_id: int = await req.backend.luxi.submit_job(
-        ops=[{**op, "reason": reason_trail(req, resource)}]
-    )
+async def submit(req: Request, resource: str, *ops: dict[str, Any]) -> int:
+    """Submit one job of these opcodes, each with the resource's reason trail; its id
+    (what every Ganeti resource that submits a job answers)."""
+    trail = reason_trail(req, resource)
+    job_id: int = await req.backend.luxi.submit_job(ops=[{**op, "reason": trail} for op in ops])
     return job_id
+
+
+def refuse_dry_run(req: Request, what: str) -> None:
+    """400 for `?dry-run=1`: a job here always runs (there is no check-only mode)."""
+    if int_query(req, "dry-run"):
+        raise HttpError(400, f"dry-run is not supported for {what}")
 
 
 async def get_node_role(req: Request) -> str:
@@ -87,13 +94,12 @@ async def put_node_role(req: Request) -> int:
         )
     node = await find_node(req)
     op = {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": node["name"], **ROLE_FLAGS[role]}
-    return await _submit(req, op, "nodes_name_role")
+    return await submit(req, "nodes_name_role", op)
 
 
 def check_evacuation(req: Request) -> None:
     """400 for what an evacuation here cannot do (module docstring)."""
-    if int_query(req, "dry-run"):
-        raise HttpError(400, "dry-run is not supported for node evacuation")
+    refuse_dry_run(req, "node evacuation")
     data = body_params(req, EVAC_BODY_PARAMS, "node evacuation")
     mode = check_param(data, "mode", str, None)
     if mode is not None and mode not in EVAC_MODES:
@@ -119,4 +125,4 @@ async def post_node_evacuate(req: Request) -> int:
     check_evacuation(req)
     node = await find_node(req)
     op = {"OP_ID": "OP_NODE_EVACUATE", "node_name": node["name"]}
-    return await _submit(req, op, "nodes_name_evacuate")
+    return await submit(req, "nodes_name_evacuate", op)

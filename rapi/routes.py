@@ -10,9 +10,38 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import cluster, drains, events, jobs, nodeops
-from rapi.routing import Param, Route
+from rapi import cluster, drains, events, instanceops, jobs, nodeops
+from rapi.routing import Handler, Param, Route
 from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, TOPICS, UUID, list_of, ref
+
+# The right Ganeti's instance operations need (rapi.instanceops): the write right, for
+# now; this is the one place to name another (a role "instances") when roles come.
+INSTANCE_OPS_WRITE = True
+DRY_RUN = Param("dry-run", "query", {"type": "integer", "enum": [0]}, "1 is refused: jobs run")
+NO_REMEMBER = Param(
+    "no_remember", "query", {"type": "integer", "enum": [0]}, "1 is refused: state is recorded"
+)
+REASON = Param("reason", "query", {"type": "string"}, "the reason, first in the job's trail")
+INSTANCE_JOB_ERRORS = (400, 404, 503)
+
+
+def instance_op(
+    method: str, path: str, handler: Handler, summary: str, body: str, *query: Param
+) -> Route:
+    """A route of Ganeti's instance operations: write access, the instance's name, Ganeti's
+    `reason` query argument, a body of `body`'s schema, and a job id back."""
+    return Route(
+        method,
+        path,
+        handler,
+        summary + "; the job id",
+        write=INSTANCE_OPS_WRITE,
+        params=(NAME, REASON, *query),
+        body=ref(body),
+        response=INT,
+        errors=INSTANCE_JOB_ERRORS,
+    )
+
 
 KEEP_DRAINED = Param(
     "keep_drained", "query", {"type": "integer", "enum": [0, 1]}, "1: the node stays drained"
@@ -137,6 +166,59 @@ ROUTES: tuple[Route, ...] = (
         errors=(404,),
     ),
     Route(
+        "POST",
+        "/2/instances",
+        instanceops.post_instances,
+        "create an instance from Ganeti's version 1 request (OP_INSTANCE_CREATE, placed by "
+        "room without pnode); the job id",
+        write=INSTANCE_OPS_WRITE,
+        params=(REASON, DRY_RUN),
+        body=ref("InstanceCreateBody"),
+        response=INT,
+        errors=(400, 503),
+    ),
+    instance_op(
+        "DELETE",
+        "/2/instances/{name}",
+        instanceops.delete_instance,
+        "remove the instance (OP_INSTANCE_REMOVE)",
+        "InstanceRemoveBody",
+        DRY_RUN,
+    ),
+    instance_op(
+        "PUT",
+        "/2/instances/{name}/migrate",
+        instanceops.put_migrate,
+        "migrate the instance to target_node, or where placement finds room (OP_INSTANCE_MIGRATE)",
+        "MigrateBody",
+    ),
+    instance_op(
+        "PUT",
+        "/2/instances/{name}/failover",
+        instanceops.put_failover,
+        "fail the instance over to target_node, or where placement finds room "
+        "(OP_INSTANCE_FAILOVER)",
+        "FailoverBody",
+    ),
+    instance_op(
+        "PUT",
+        "/2/instances/{name}/shutdown",
+        instanceops.put_shutdown,
+        "shut the instance down: admin_state down (OP_INSTANCE_SHUTDOWN)",
+        "ShutdownBody",
+        DRY_RUN,
+        NO_REMEMBER,
+    ),
+    instance_op(
+        "PUT",
+        "/2/instances/{name}/startup",
+        instanceops.put_startup,
+        "start the instance up: admin_state up (OP_INSTANCE_STARTUP)",
+        "StartupBody",
+        DRY_RUN,
+        NO_REMEMBER,
+    ),
+    Route(
         "GET",
         "/2/groups",
         cluster.get_groups,
@@ -183,6 +265,18 @@ ROUTES: tuple[Route, ...] = (
             Param("kill", "query", {"type": "integer", "enum": [0, 1]}, "1: SIGKILL a running job"),
         ),
         response={"type": "array", "prefixItems": [{"type": "boolean"}, STR]},
+        errors=(400, 404),
+    ),
+    Route(
+        "PUT",
+        "/2/jobs/{job_id}/priority",
+        jobs.put_job_priority,
+        "change a queued or running job's priority: [success, message] (luxid's "
+        "change_job_priority, as a cancel answers)",
+        write=True,
+        params=(JOB_ID,),
+        body=ref("PriorityBody"),
+        response=ref("Verdict"),
         errors=(400, 404),
     ),
     Route(

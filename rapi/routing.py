@@ -3,7 +3,8 @@
 
 The route table itself is in `rapi.routes`; handlers are in `rapi.cluster` (cluster
 objects), `rapi.jobs` (jobs and filters), `rapi.nodeops` (Ganeti's node role and
-evacuation) and `rapi.drains` (node drains); schemas in `rapi.schemas`.
+evacuation), `rapi.instanceops` (Ganeti's instance operations) and `rapi.drains` (node
+drains); schemas in `rapi.schemas`.
 """
 
 from __future__ import annotations

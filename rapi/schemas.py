@@ -15,6 +15,17 @@ from client.api.common import Event
 from client.api.luxi import DrainStatus, WhyJob
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
+from rapi.instanceops import (
+    CREATE_MODE,
+    DEFAULT_VCPUS,
+    DELETE_PARAMS,
+    FAILOVER_PARAMS,
+    MIGRATE_PARAMS,
+    MIGRATION_MODES,
+    REQ_DATA_VERSION,
+    SHUTDOWN_PARAMS,
+    STARTUP_PARAMS,
+)
 from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
 from rapi.nodeops import EVAC_MODES, ROLE_FLAGS, ROLE_NAMES
 from rapi.routing import Param
@@ -266,6 +277,85 @@ SCHEMAS.update(
                 "early_release": {"type": "boolean"},
             },
         },
+    }
+)
+
+POSITIVE = {"type": "integer", "minimum": 1}
+NODE_OR_NULL = {"type": ["string", "null"], "description": "a node name; absent: placement"}
+IGNORED = {"description": "accepted; nothing to change here"}
+
+
+def params_body(names: tuple[str, ...], **props: dict[str, Any]) -> dict[str, Any]:
+    """A body of Ganeti's parameters `names` (each with its schema in `props`, else
+    accepted as IGNORED); no others."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: props.get(name, IGNORED) for name in names},
+    }
+
+
+# Ganeti's instance operations (rapi.instanceops, docs/rapi-instances.md).
+SCHEMAS.update(
+    {
+        "InstanceCreateBody": {
+            "type": "object",
+            "description": "Ganeti's instance creation request version 1; other fields "
+            "(os, hypervisor, osparams, snode, iallocator …) are accepted and ignored",
+            "required": [REQ_DATA_VERSION, "mode", "name", "disk_template", "disks", "nics"],
+            "properties": {
+                REQ_DATA_VERSION: {"const": 1},
+                "mode": {"const": CREATE_MODE},
+                "name": STR,
+                "disk_template": {"type": "string", "description": "accepted; shared storage"},
+                "disks": {
+                    "type": "array",
+                    "items": obj(
+                        {
+                            "size": {**POSITIVE, "description": "MiB"},
+                            "mode": {"enum": ["rw", "ro"]},
+                        },
+                        ["size"],
+                    ),
+                },
+                "nics": {
+                    "type": "array",
+                    "items": {"type": "object", "description": "its contents are ignored"},
+                },
+                "beparams": {
+                    "type": "object",
+                    "description": "maxmem (or memory) is required",
+                    "properties": {
+                        "maxmem": {**POSITIVE, "description": "MiB"},
+                        "memory": {**POSITIVE, "description": "MiB (Ganeti's older name)"},
+                        "vcpus": {**POSITIVE, "default": DEFAULT_VCPUS},
+                    },
+                },
+                "pnode": NODE_OR_NULL,
+                "start": {"type": "boolean", "default": True},
+            },
+        },
+        "InstanceRemoveBody": params_body(DELETE_PARAMS),
+        "MigrateBody": params_body(
+            MIGRATE_PARAMS,
+            mode={"enum": [*MIGRATION_MODES, None]},
+            cleanup={"const": False, "description": "true is refused: nothing to clean up"},
+            target_node=NODE_OR_NULL,
+        ),
+        "FailoverBody": params_body(FAILOVER_PARAMS, target_node=NODE_OR_NULL),
+        "ShutdownBody": params_body(SHUTDOWN_PARAMS),
+        "StartupBody": params_body(STARTUP_PARAMS),
+        "PriorityBody": obj(
+            {
+                "priority": {
+                    "type": "integer",
+                    "minimum": PRIORITIES.start,
+                    "maximum": PRIORITIES.stop - 1,
+                }
+            },
+            ["priority"],
+        ),
+        "Verdict": {"type": "array", "prefixItems": [BOOL, STR], "minItems": 2, "maxItems": 2},
     }
 )
 

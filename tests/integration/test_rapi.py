@@ -145,7 +145,7 @@ def assert_error(answer: Answer, status: int, *words: str) -> None:
 
 def test_version_info_features_and_openapi(rapi: Rapi) -> None:
     assert rapi.get("/version", user=None) == 2
-    assert rapi.get("/2/features") == ["node-evac-res1"]
+    assert rapi.get("/2/features") == ["instance-create-reqv1", "node-evac-res1"]
     info = rapi.get("/2/info")
     assert info["name"] == "lockwarden" and info["software_version"]
     assert info["queue"]["drained"] is False

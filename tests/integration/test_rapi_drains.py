@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import ssl
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -21,11 +19,13 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from ganeti_testlib import Ganeti
+from ganeti_testlib import ganeti as ganeti  # the fixture: Ganeti's RAPI client
 from luxid_testlib import ADMIN_LOCKS, Stack
 from test_drains_node import add_node, create
 from test_drains_node import follow as follow_events
 from test_jobproc_opcodes import run as ok
-from test_rapi import READER, Rapi, assert_error, ganeti_python, self_signed, write_users
+from test_rapi import READER, Rapi, assert_error, write_users
 from test_rapi import rapi as rapi  # the fixture: lw-rapi on the stack
 from test_rapi import stack as stack  # the fixture: wconfd + luxid, with RAPI users
 
@@ -146,45 +146,8 @@ def test_evacuate_moves_the_primary_instances(rapi: Rapi, stack: Stack) -> None:
 
 # -- Ganeti's own client -----------------------------------------------------------------------
 
-GANETI_SCRIPT = r"""
-import json, sys
-from ganeti.rapi import client as rc
 
-port, user, password = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-c = rc.GanetiRapiClient("127.0.0.1", port, username=user, password=password)
-out = []
-for method, args, kwargs in json.loads(sys.argv[4]):
-    try:
-        out.append({"ok": getattr(c, method)(*args, **kwargs)})
-    except rc.GanetiApiError as err:
-        out.append({"error": err.code, "message": str(err)})
-print(json.dumps(out))
-"""
-
-
-@pytest.fixture
-def ganeti(stack: Stack, daemon_factory: Any, tmp_path: Path) -> Callable[..., list[Any]]:
-    """Run calls through Ganeti's RAPI client (HTTPS, as it insists); their answers."""
-    python = ganeti_python()
-    cert, key = self_signed(tmp_path)
-    context = ssl.create_default_context(cafile=str(cert))
-    rapi = Rapi(daemon_factory, "--ssl-cert", str(cert), "--ssl-key", str(key), tls=context)
-
-    def call(*calls: tuple[str, list[Any], dict[str, Any]]) -> list[Any]:
-        done = subprocess.run(
-            [python, "-c", GANETI_SCRIPT, str(rapi.port), "admin", "admin-pw",
-             json.dumps(calls)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return list(json.loads(done.stdout))
-
-    return call
-
-
-def test_ganeti_client_sets_role_drained_and_evacuates(
-    ganeti: Callable[..., list[Any]], stack: Stack
-) -> None:
+def test_ganeti_client_sets_role_drained_and_evacuates(ganeti: Ganeti, stack: Stack) -> None:
     ok(stack, add_node("n1"), add_node("n2"), add_node("n3"))
     ok(stack, *(create(f"vm{i}", 1024, "n1") for i in range(4)))
 
