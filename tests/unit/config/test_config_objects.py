@@ -177,5 +177,12 @@ def test_unknown_kind_is_invalid_params() -> None:
 
 def test_all_kinds_listed() -> None:
     assert set(KINDS) == {
-        "cluster", "nodegroup", "node", "instance", "network", "filter", "drain", "budget"
+        "cluster",
+        "nodegroup",
+        "node",
+        "instance",
+        "network",
+        "filter",
+        "drain",
+        "budget",
     }
