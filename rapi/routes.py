@@ -10,7 +10,7 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import cluster, drains, events, instanceops, jobs, nodeops
+from rapi import budgets, cluster, drains, events, instanceops, jobs, nodeops
 from rapi.routing import Handler, Param, Route
 from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, TOPICS, UUID, list_of, ref
 
@@ -357,6 +357,45 @@ ROUTES: tuple[Route, ...] = (
         params=(UUID,),
         response={"type": "null"},
         errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        "/2/budgets",
+        budgets.get_budgets,
+        "disruption budgets (bulk=1: their rows)",
+        params=(BULK,),
+        response=list_of("IdUri", "BudgetRow"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/budgets/{name}",
+        budgets.get_budget,
+        "one disruption budget: members, disrupted members, events",
+        params=(NAME,),
+        response=ref("BudgetRow"),
+        errors=(404,),
+    ),
+    Route(
+        "PUT",
+        "/2/budgets/{name}",
+        budgets.put_budget,
+        "add or replace a disruption budget; its row",
+        write=True,
+        params=(NAME,),
+        body=ref("BudgetBody"),
+        response=ref("BudgetRow"),
+        errors=(400,),
+    ),
+    Route(
+        "DELETE",
+        "/2/budgets/{name}",
+        budgets.delete_budget,
+        "delete a disruption budget",
+        write=True,
+        params=(NAME,),
+        response={"type": "null"},
+        errors=(404,),
     ),
 )
 

@@ -12,7 +12,7 @@ import msgspec
 
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
-from client.api.luxi import DrainStatus, WhyJob
+from client.api.luxi import BudgetRow, DrainStatus, WhyJob
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.instanceops import (
@@ -192,6 +192,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         FILTER_RULE_FIELDS,
     ),
+    "BudgetBody": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "tags": {"type": "array", "items": STR, "minItems": 1},
+            "max_disrupted": {"type": "integer", "minimum": 0},
+        },
+        "required": ["tags", "max_disrupted"],
+    },
     "FilterBody": {
         "type": "object",
         "additionalProperties": False,
@@ -237,11 +246,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus and WhyJob, and the Event of GET /2/events (each one's `data:`),
+# luxid's DrainStatus, WhyJob and BudgetRow, and the Event of GET /2/events (each one's `data:`),
 # derived from the stub's Structs so the document cannot drift from them.
 SCHEMAS.update(
     msgspec.json.schema_components(
-        [DrainStatus, WhyJob, Event], ref_template="#/components/schemas/{name}"
+        [DrainStatus, WhyJob, Event, BudgetRow], ref_template="#/components/schemas/{name}"
     )[1]
 )
 SCHEMAS.update(

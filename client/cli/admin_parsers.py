@@ -1,5 +1,5 @@
-"""The parsers of `lw`'s administrative command groups (lock, cluster and rapi-user) and of
-the top-level `lw events`.
+"""The parsers of `lw`'s administrative command groups (lock, cluster, budget and
+rapi-user) and of the top-level `lw events`.
 
 Kept apart from client.cli.main (which builds the rest of the tree) so that module stays
 small; each function fills one group's subparsers through main's builder (`b.leaf` adds a
@@ -41,6 +41,30 @@ def cluster_commands(b: Any, sub: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for the new master (default 10)",
     )
+
+
+def budget_commands(b: Any, sub: Any) -> None:
+    b.leaf(sub, "list", "budgets:budget_list", "every disruption budget", b.table)
+    b.leaf(
+        sub, "info", "budgets:budget_info", "one budget: members, disrupted, events", b.table
+    ).add_argument("name")
+    put = b.leaf(
+        sub,
+        "set",
+        "budgets:budget_set",
+        "add or replace a disruption budget",
+        description="At most --max-disrupted of the instances carrying one of --tags may be "
+        "disrupted at once (down, or moved, shut down, removed or having disks replaced by a "
+        "running job). luxid holds any job that would disrupt more, from every entry point, "
+        "until a member is back; an opcode with ignore_budgets: true goes past it. See "
+        "docs/contracts.md#disruption-budgets.",
+    )
+    put.add_argument("name")
+    put.add_argument("--tags", required=True, help="instance tags, comma-separated (web,db)")
+    put.add_argument(
+        "--max-disrupted", type=int, required=True, metavar="N", help="members disrupted at once"
+    )
+    b.leaf(sub, "delete", "budgets:budget_delete", "delete a budget").add_argument("name")
 
 
 def user_commands(b: Any, sub: Any) -> None:

@@ -20,7 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client import __version__
-from client.cli.admin_parsers import cluster_commands, events_command, lock_commands, user_commands
+from client.cli.admin_parsers import (
+    budget_commands,
+    cluster_commands,
+    events_command,
+    lock_commands,
+    user_commands,
+)
 from client.cli.argtypes import (
     duration,
     non_negative_int,
@@ -446,6 +452,7 @@ GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "instance": ("list, inspect, add, remove and migrate instances", _instance_commands),
     "job": ("list, inspect, follow, explain, cancel and submit jobs", _job_commands),
     "filter": ("manage the job filter rules", _filter_commands),
+    "budget": ("disruption budgets: how many instances may be down at once", budget_commands),
     "queue": ("the job queue: summary and drain flag", _queue_commands),
     "lock": ("wconfd's locks", lock_commands),
     "cluster": (

@@ -1,7 +1,7 @@
 """Disruption budgets (docs/contracts.md#disruption-budgets) through the real daemons: the
 methods compared with JSON literals, the exact pending_reason of a held job, the job
-starting once a unit frees, `ignore_budgets`, a down member, why_job's budget Step, and
-the budgets kept across a restart of both daemons.
+starting once a unit frees, `ignore_budgets`, a down member, why_job's budget Step, the
+budgets kept across a restart of both daemons, `lw budget` and /2/budgets.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from client import errors
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack, raises
+from test_cli import Lw
+from test_rapi import ADMIN, Rapi, write_users
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -152,3 +154,45 @@ def test_set_replace_delete_errors_and_restart(web):
         ("budget/web", "update"),
         ("budget/web", "remove"),
     ]
+
+
+def test_lw_budget_commands(web):
+    stack = web
+    lw = Lw(stack.luxid.run_dir, stack.luxid.state_dir)
+    out = lw.ok("budget", "set", "db", "--tags", "db,x", "--max-disrupted", "0")
+    assert out == "budget db: at most 0 of 1 member(s) disrupted at once\n"
+    assert [r["name"] for r in lw.json("budget", "list")] == ["db", "web"]
+    listing = lw.ok("budget", "list").splitlines()
+    assert listing[0].split() == ["NAME", "TAGS", "MAX_DISRUPTED", "MEMBERS", "DISRUPTED"]
+    assert listing[1].split() == ["db", "db,x", "0", "1", "-"]
+    info = lw.ok("budget", "info", "web")
+    assert "members:       web1, web2, web3\n" in info
+    assert "budget" in lw.fails(2, "budget", "set", "x", "--tags", "web")  # no --max-disrupted
+    assert "max_disrupted" in lw.fails(1, "budget", "set", "x", "--tags", "web",
+                                       "--max-disrupted", "-1")  # fmt: skip
+    assert "no budget named 'nope'" in lw.fails(1, "budget", "info", "nope")
+    lw.ok("budget", "delete", "db")
+    assert "no budget named 'db'" in lw.fails(1, "budget", "delete", "db")
+
+
+def test_rapi_budgets(web, daemon_factory):
+    stack = web
+    write_users(stack.wconfd.state_dir, (*ADMIN, True))
+    rapi = Rapi(daemon_factory)
+    assert rapi.get("/2/budgets") == [{"id": "web", "uri": "/2/budgets/web"}]
+    assert rapi.get("/2/budgets?bulk=1") == rows(stack)
+    put = rapi.call("PUT", "/2/budgets/db", {"tags": ["x"], "max_disrupted": 2})
+    assert put.status == 200
+    assert put.body == {"name": "db", "tags": ["x"], "max_disrupted": 2, "members": ["web2"],
+                          "disrupted": [], "events": []}  # fmt: skip
+    assert rapi.get("/2/budgets/db") == put.body
+    for body in ({"tags": [], "max_disrupted": 1}, {"tags": ["x"], "max_disrupted": -1},
+                 {"tags": ["x"]}, {"tags": ["x"], "max_disrupted": 1, "other": 1}):  # fmt: skip
+        assert rapi.call("PUT", "/2/budgets/db", body).status == 400, body
+    unauthenticated = rapi.call(
+        "PUT", "/2/budgets/db", {"tags": ["x"], "max_disrupted": 1}, user=None
+    )
+    assert unauthenticated.status == 401
+    assert rapi.call("DELETE", "/2/budgets/db").status == 200
+    assert rapi.call("DELETE", "/2/budgets/db").status == 404
+    assert rapi.call("GET", "/2/budgets/db").status == 404
