@@ -36,6 +36,7 @@ from rapi.dashboard.view import (
     MAX_QUEUED,
     MAX_RECENT,
     add_why,
+    budget_view,
     build_view,
     detail_ids,
     why_ids,
@@ -58,12 +59,13 @@ async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str
         luxi.wait_queue_change(since_serial=-1, timeout=0),
         wconfd.wait_locks_change(since_serial=-1, timeout=0),
     )
-    config, info, overview, filters, locks = await asyncio.gather(
+    config, info, overview, filters, locks, budgets = await asyncio.gather(
         wconfd.get_config(),
         luxi.query_queue_info(),
         luxi.query_queue_overview(queued=MAX_QUEUED, recent=MAX_RECENT),
         luxi.query_filters(fields=list(FILTER_FIELDS)),
         wconfd.list_all_locks(),
+        luxi.query_budgets(),
     )
     chosen = msgspec.to_builtins(overview)
     ids = detail_ids(chosen)
@@ -71,6 +73,7 @@ async def snapshot(luxi: AsyncLuxiClient, wconfd: AsyncWConfdClient) -> dict[str
     view = build_view(
         config, msgspec.to_builtins(info), chosen, details, filters, msgspec.to_builtins(locks)
     )
+    view["budgets"] = budget_view(msgspec.to_builtins(budgets))
     add_why(view, await first_steps(luxi, why_ids(view)))
     view["marks"] = list(marks)
     return view

@@ -109,6 +109,21 @@ def _locks(all_locks: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[s
     return sorted(locks, key=lambda lk: lk["name"]), sorted(waiters, key=lambda w: w["since"])
 
 
+def budget_view(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each disruption budget as the page shows it: name, tags, how many of how many
+    members are disrupted, and the disrupted ones with why."""
+    return [
+        {
+            "name": row["name"],
+            "tags": row["tags"],
+            "max_disrupted": row["max_disrupted"],
+            "members": len(row["members"]),
+            "disrupted": row["disrupted"],
+        }
+        for row in rows
+    ]
+
+
 def why_ids(view: dict[str, Any]) -> list[int]:
     """The jobs shown beside why they wait: the queued ones listed and the waiting ones."""
     waiting = [j["id"] for j in view["active"] if j["status"] == "waiting"]

@@ -6,6 +6,8 @@ budgets kept across a restart of both daemons, `lw budget` and /2/budgets.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,17 @@ import pytest
 from client import errors
 
 sys.path.insert(0, str(Path(__file__).parent))
+from browser_testlib import Browser, chromium_path
 from luxid_testlib import Stack, raises
 from test_cli import Lw
 from test_rapi import ADMIN, Rapi, write_users
 
 pytestmark = pytest.mark.timeout(120)
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="no Chromium on this machine (Debian: apt-get install chromium); "
+    "the dashboard test needs a real browser",
+)
 
 
 @pytest.fixture
@@ -196,3 +204,28 @@ def test_rapi_budgets(web, daemon_factory):
     assert rapi.call("DELETE", "/2/budgets/db").status == 200
     assert rapi.call("DELETE", "/2/budgets/db").status == 404
     assert rapi.call("GET", "/2/budgets/db").status == 404
+
+
+@needs_chromium
+def test_dashboard_shows_each_budget_with_its_disrupted_members(web, daemon_factory, tmp_path):
+    stack = web
+    write_users(stack.wconfd.state_dir, (*ADMIN, True))
+    rapi = Rapi(daemon_factory)
+    token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
+    first = stack.submit(migrate("web2", 60))
+    stack.wait_op_running(first)
+    chip = 'document.querySelector(\'#budgets [data-budget="web"] [data-instance="{}"]\')'
+
+    async def look() -> None:
+        async with Browser(tmp_path / "chromium") as browser:
+            await browser.open(f"{rapi.base}/ui/", {"Authorization": f"Basic {token}"})
+            text = await browser.wait_for(chip.format("web2") + "?.innerText")
+            assert text == f"web2 · job {first} OP_INSTANCE_MIGRATE"
+            stack.lc.cancel_job(job_id=first)  # live: the chip goes without a reload
+            await browser.wait_for("!" + chip.format("web2"))
+            head = await browser.evaluate(
+                "document.querySelector('#budgets [data-budget=\"web\"]').innerText"
+            )
+            assert "0 of 1 disrupted" in head
+
+    asyncio.run(look())

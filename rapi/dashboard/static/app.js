@@ -118,6 +118,20 @@ function renderDrains(v) {
   list.nextElementSibling.hidden = v.drains.length !== 0;
 }
 
+function renderBudgets(v) {
+  const list = document.querySelector("#budgets .list");
+  const budgets = v.budgets || [];
+  list.replaceChildren(...budgets.map((b) =>
+    h("div", { class: "budget", "data-budget": b.name },
+      h("div", { class: "drain-head" }, h("b", {}, b.name),
+        badge(b.disrupted.length > b.max_disrupted ? "exceeded" : b.disrupted.length === b.max_disrupted ? "full" : "room"),
+        h("span", { class: "muted" }, `${b.disrupted.length} of ${b.max_disrupted} disrupted · ${b.members} members · tags ${b.tags.join(",")}`)),
+      h("div", { class: "chips" }, b.disrupted.map(([inst, why]) =>
+        h("span", { class: "chip", "data-instance": inst }, `${inst} · ${why}`))))));
+  list.hidden = budgets.length === 0;
+  list.nextElementSibling.hidden = budgets.length !== 0;
+}
+
 function renderCluster(v) {
   fillTable("nodes", v.nodes.map((n) =>
     h("tr", {}, h("td", {}, h("b", {}, n.name)), h("td", {}, n.group), h("td", { class: "mono" }, n.ip),
@@ -142,6 +156,7 @@ function render(v) {
   renderSummary(v);
   renderQueue(v);
   renderDrains(v);
+  renderBudgets(v);
   renderCluster(v);
   document.body.dataset.serial = v.serial;
   document.getElementById("updated").textContent = new Date().toLocaleTimeString();
