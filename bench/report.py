@@ -40,6 +40,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "burst": (["--runs", "5"], 120),
     "job_life": (["--jobs", "1000", "--bursts", "3", "--idle", "20"], 180),
     "filters": ([], 180),
+    "budgets": ([], 180),
     "drain": ([], 180),
     "ha": ([], 300),
     "ha_luxid": ([], 300),
@@ -186,6 +187,12 @@ def scheduling_pass(j: Json) -> tuple[str, bool]:
     return f"{cold} ms cold, {warm} ms warm", max(cold, warm) <= 100
 
 
+def budget_pass(j: Json) -> tuple[str, bool]:
+    p = j["pass"]
+    cold, warm, plain = p["cold_pass_ms"], p["warm_pass_ms"], p["no_budgets_pass_ms"]
+    return f"{cold} ms cold, {warm} ms warm ({plain} ms without)", max(cold, warm) <= 100
+
+
 def rss(j: Json) -> tuple[str, bool]:
     mb = max(j["rss"]["rss_mb"], j["rss"]["rss_after_restart_mb"])
     return f"{mb} MB", mb <= 200
@@ -271,6 +278,8 @@ ROWS = [
     Row("end-to-end OP_TEST_DELAY(0), 20 running", "job_life", end_to_end, "≥ 300 jobs/s"),
     Row("scheduling pass, 1,000 filters, 10,000 queued", "filters", scheduling_pass,
         "≤ 100 ms"),
+    Row("scheduling pass, 100 budgets, 10,000 instances, 10,000 queued", "budgets",
+        budget_pass, "≤ 100 ms"),
     Row("luxid RSS, 100,000 archived jobs", "queue", rss, "≤ 200 MB"),
     Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
         "≤ 15 s, never > 20 at once"),

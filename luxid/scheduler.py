@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
 from luxid.active_filters import ActiveFilters
-from luxid.budgets import EMPTY_BOOK, BudgetBook, BudgetCount
+from luxid.budgets import EMPTY_BOOK, BudgetBook, BudgetCount, DisruptionMemo
 from luxid.filters.ratelimit import paused_reason
 from luxid.filters.verdict import Hold
 from luxid.jobs import (
@@ -88,6 +88,7 @@ class Scheduler:
         self.live = live
         self.filters = filters
         self.budgets: BudgetBook = EMPTY_BOOK
+        self._disruptions = DisruptionMemo()  # each unfinished job's, for the budgets
         self.on_exceeded: Callable[[list[tuple[str, int, str]]], object] | None = None
         self._slots: set[int] = set()
         self._unfinished: set[int] = {j.id for j in live.jobs.values() if not is_finalized(j)}
@@ -146,7 +147,7 @@ class Scheduler:
     def budget_count(self, running: list[Job]) -> BudgetCount | None:
         """The budgets' disrupted members over `running` (`running()`); None without
         budgets."""
-        return BudgetCount(self.budgets, running) if self.budgets else None
+        return BudgetCount(self.budgets, running, self._disruptions) if self.budgets else None
 
     # -- unfinished jobs -----------------------------------------------------------------
 
@@ -164,6 +165,7 @@ class Scheduler:
         """A job was finalized: it is no candidate any more and lets go of its slot; True
         if it held one.  Requests no pass (see `release_slot`)."""
         self._unfinished.discard(job_id)
+        self._disruptions.forget(job_id)
         return self.release_slot(job_id)
 
     # -- passes --------------------------------------------------------------------------
@@ -253,6 +255,7 @@ class Scheduler:
             job = jobs.get(job_id)
             if job is None or is_finalized(job):
                 self._unfinished.discard(job_id)
+                self._disruptions.forget(job_id)
             elif job_id not in self._slots:
                 queued.append(job)
         return queued

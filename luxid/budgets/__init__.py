@@ -9,6 +9,7 @@ ask the same rule before they submit a move, so one rule holds every entry point
 from luxid.budgets.book import EMPTY_BOOK, BudgetBook, InstanceFacts, build_book, instance_facts
 from luxid.budgets.rule import (
     BudgetCount,
+    DisruptionMemo,
     Override,
     budget_reason,
     disruptions,
@@ -19,6 +20,7 @@ __all__ = [
     "EMPTY_BOOK",
     "BudgetBook",
     "BudgetCount",
+    "DisruptionMemo",
     "InstanceFacts",
     "Override",
     "budget_reason",

@@ -27,10 +27,11 @@ class InstanceFacts:
 
 @dataclass(frozen=True)
 class BudgetBook:
-    """The budgets by name, their members (sorted), each instance's budgets and each
-    budget's down members."""
+    """The budgets by name, their `max_disrupted` (`limits`), their members (sorted), each
+    instance's budgets (sorted) and each budget's down members."""
 
     budgets: Mapping[str, BudgetRecord] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     of_instance: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     down: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -74,6 +75,7 @@ def build_book(budgets: Iterable[BudgetRecord], instances: Iterable[InstanceFact
                 down[name].add(inst.name)
     return BudgetBook(
         budgets=by_name,
+        limits={name: b.max_disrupted for name, b in by_name.items()},
         members={name: tuple(sorted(m)) for name, m in members.items()},
         of_instance=of_instance,
         down={name: frozenset(d) for name, d in down.items()},

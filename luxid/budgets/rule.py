@@ -26,9 +26,11 @@ DRAIN_REASON_SOURCE: Final = "lw:drain"
 DEADLINE_REASON_PREFIX: Final = "deadline:"
 
 Override = Literal["ignore_budgets", "deadline"]
+Disruptions = tuple[tuple[tuple[str, str], ...], Override | None]
+"""What `disruptions` says of a job: its (instance, OP_ID) pairs and its override."""
 
 
-def disruptions(job: Job) -> tuple[list[tuple[str, str]], Override | None]:
+def disruptions(job: Job) -> Disruptions:
     """The (instance, OP_ID) pairs the job's disruptive opcodes name, and what lets it
     past a budget (None: nothing)."""
     found: list[tuple[str, str]] = []
@@ -45,7 +47,24 @@ def disruptions(job: Job) -> tuple[list[tuple[str, str]], Override | None]:
             override = "ignore_budgets"
         elif override is None and _at_deadline(params.get("reason")):
             override = "deadline"
-    return found, override
+    return tuple(found), override
+
+
+class DisruptionMemo:
+    """`disruptions` of each job, computed once: a job's opcodes never change after its
+    submit, and a pass asks for every queued job.  The owner forgets finalized jobs."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, Disruptions] = {}
+
+    def __call__(self, job: Job) -> Disruptions:
+        known = self._known.get(job.id)
+        if known is None:
+            known = self._known[job.id] = disruptions(job)
+        return known
+
+    def forget(self, job_id: int) -> None:
+        self._known.pop(job_id, None)
 
 
 def _at_deadline(reason: object) -> bool:
@@ -78,13 +97,17 @@ def exceeded_message(name: str, job_id: int, override: Override) -> str:
 class BudgetCount:
     """The disrupted members of every budget at one moment of a scheduling pass."""
 
-    def __init__(self, book: BudgetBook, started: Iterable[Job]) -> None:
+    def __init__(
+        self, book: BudgetBook, started: Iterable[Job], memo: DisruptionMemo | None = None
+    ) -> None:
         self.book = book
+        self._of = memo or disruptions
         self._by_job: dict[str, dict[str, str]] = {}  # budget -> member -> "job N OP_ID"
         self._count = {name: len(down) for name, down in book.down.items()}
         self._listed: dict[str, list[tuple[str, str]]] = {}  # cache of `disrupted`
+        self._reasons: dict[str, str] = {}  # cache of `reason`
         for job in started:
-            self._add(job, disruptions(job)[0])
+            self._add(job, self._of(job)[0])
 
     def count(self, name: str) -> int:
         """How many members of budget `name` are disrupted now."""
@@ -102,43 +125,56 @@ class BudgetCount:
 
     def reason(self, name: str) -> str:
         """The pending_reason of a job budget `name` holds."""
-        return budget_reason(name, self.book.budgets[name].max_disrupted, self.disrupted(name))
+        reason = self._reasons.get(name)
+        if reason is None:
+            reason = budget_reason(name, self.book.limits[name], self.disrupted(name))
+            self._reasons[name] = reason
+        return reason
 
     def hold(self, job: Job) -> Hold | None:
         """The budget that holds `job` now (the first by name), or None."""
-        found, override = disruptions(job)
+        found, override = self._of(job)
         if not found or override is not None:
             return None
+        if len(found) == 1:  # the common case, without building sets
+            inst = found[0][0]
+            limits, count = self.book.limits, self._count
+            for name in self.book.of_instance.get(inst, ()):
+                if count[name] >= limits[name] and not self._disrupted(name, inst):
+                    return Hold("budget", self.reason(name), key=name)
+            return None
         for name, new in self._new_members(found):
-            if self._count[name] + new > self.book.budgets[name].max_disrupted:
+            if self._count[name] + new > self.book.limits[name]:
                 return Hold("budget", self.reason(name), key=name)
         return None
+
+    def _disrupted(self, name: str, inst: str) -> bool:
+        return inst in self.book.down[name] or inst in self._by_job.get(name, ())
 
     def start(self, job: Job) -> list[tuple[str, str]]:
         """Count `job` as started; (budget, event) for each budget it exceeded (only a job
         with an override can)."""
-        found, override = disruptions(job)
+        found, override = self._of(job)
         if not found:
             return []
         exceeded: list[tuple[str, str]] = []
         if override is not None:
             for name, new in self._new_members(found):
-                if self._count[name] + new > self.book.budgets[name].max_disrupted:
+                if self._count[name] + new > self.book.limits[name]:
                     exceeded.append((name, exceeded_message(name, job.id, override)))
         self._add(job, found)
         return exceeded
 
-    def _new_members(self, found: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    def _new_members(self, found: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
         """(budget, how many members `found` would newly disrupt), budgets by name."""
-        of_instance = self.book.of_instance
         new: dict[str, set[str]] = {}
         for inst, _ in found:
-            for name in of_instance.get(inst, ()):
-                if inst not in self.book.down[name] and inst not in self._by_job.get(name, {}):
+            for name in self.book.of_instance.get(inst, ()):
+                if not self._disrupted(name, inst):
                     new.setdefault(name, set()).add(inst)
         return sorted((name, len(insts)) for name, insts in new.items())
 
-    def _add(self, job: Job, found: list[tuple[str, str]]) -> None:
+    def _add(self, job: Job, found: Sequence[tuple[str, str]]) -> None:
         of_instance = self.book.of_instance
         for inst, op_id in found:
             for name in of_instance.get(inst, ()):
@@ -149,3 +185,4 @@ class BudgetCount:
                 if inst not in self.book.down[name]:
                     self._count[name] += 1
                 self._listed.pop(name, None)
+                self._reasons.pop(name, None)
