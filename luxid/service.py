@@ -174,8 +174,11 @@ class LuxidService(CommonMethods):
         max_parallel: int,
         priority: int,
         message: str,
+        start_at: float | None,
     ) -> DrainStatus:
-        return await self.drains.drain_node(node, deadline, max_parallel, priority, message)
+        return await self.drains.drain_node(
+            node, deadline, max_parallel, priority, message, start_at
+        )
 
     async def cancel_node_drain(
         self, conn: Connection, node: str, keep_drained: bool

@@ -7,7 +7,8 @@ something it depends on may have changed — a drain job changed status, the con
 changed, a deadline timer fired, an operator started, updated or canceled a drain, a
 submit was recorded — and never on a timer alone.
 
-Per draining node, in order:
+A scheduled drain whose start time came starts first (`schedule.start_due`); one still
+scheduled does nothing.  Per draining node, in order:
 
 1. the OP_NODE_SET_PARAMS `drained: true` job first; nothing moves before it ended;
 2. at the deadline (once): cancel the drain's queued and waiting jobs;
@@ -36,6 +37,7 @@ from luxid.drains.effects import CancelJob, Effect
 from luxid.drains.node import MOVES, submit
 from luxid.drains.progress import JobFacts, refresh
 from luxid.drains.record import Blocked, DrainRecord, touched, with_events
+from luxid.drains.schedule import start_due
 from luxid.drains.view import ClusterView, NoRoom, Placement, capacity_key
 
 
@@ -225,7 +227,10 @@ def step(
     """One pass over the node drains among `records`; the other records are returned as
     they are.  `jobs` must hold the facts of every unfinished job the records list, and
     `view` must be at least as new as the ends of those jobs."""
-    fresh = {t: refresh(r, jobs, now) if r.is_node else r for t, r in records.items()}
+    # A scheduled drain whose time came starts first, so that it is no target of moves.
+    fresh = {
+        t: start_due(refresh(r, jobs, now), now) if r.is_node else r for t, r in records.items()
+    }
     nodes = [r for r in fresh.values() if r.is_node]
     under_way = [
         (job.instance, job.node)
@@ -248,8 +253,9 @@ def step(
                 record = msgspec.structs.replace(record, blocked={**record.blocked, **keyed})
             if record.status == "draining":
                 record, more = _draining(record, view, now, plan, busy)
-            else:
+                effects += more
+            elif record.status != "scheduled":  # a scheduled one waits for its timer
                 record, more = _ended(record, now)
-            effects += more
+                effects += more
         out[target] = touched(records[target], record, now)
     return out, effects
