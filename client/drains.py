@@ -30,6 +30,9 @@ QUEUE_TARGET: Final = "queue"
 NODE_PREFIX: Final = "node/"
 EVENTS_KEPT: Final = 1000  # the record keeps the last 1,000 events (docs/contracts.md#node-drain)
 FINALIZED: Final = frozenset(FINALIZED_STATUSES)
+# The latest start time of a scheduled drain (seconds since the epoch):
+# 9999-12-31T00:00:00Z, the last day a date can show in any time zone.
+START_AT_MAX: Final = 253_402_214_400.0
 
 # scheduled: waiting for its start_at (docs/contracts.md#scheduled-drains); nothing marked or moved.
 Status: TypeAlias = Literal["scheduled", "draining", "complete", "canceled"]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from client import errors
 from client.api.luxi import DrainStatus
+from client.drains import START_AT_MAX
 from client.durations import parse_duration
 from client.vocabulary import INT64_MAX, PRIORITY_MAX, PRIORITY_MIN
 from rapi.cluster import find_node, lookup_node
@@ -21,7 +22,7 @@ from rapi.routing import HttpError, Request, body_params, check_param, int_query
 
 T = TypeVar("T")
 
-DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message")
+DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message", "start_at")
 # Job priorities, most urgent first.
 PRIORITIES = range(PRIORITY_MIN, PRIORITY_MAX + 1)
 MAX_INT = INT64_MAX
@@ -69,9 +70,25 @@ def _deadline(value: Any) -> float | None:
     return float(seconds)
 
 
+def _start_at(value: Any) -> float | None:
+    """The body's start_at: seconds since the epoch (a scheduled drain), or null for now;
+    400 if it is neither."""
+    if value is None:
+        return None
+    seconds = check_param({"start_at": value}, "start_at", (int, float), None)
+    if not 0 <= seconds <= START_AT_MAX:  # NaN fails this too
+        raise HttpError(
+            400,
+            f"'start_at' parameter must be a time in seconds since the epoch (0 to "
+            f"{START_AT_MAX:.0f}), or null to start now; got {value!r}",
+        )
+    return float(seconds)
+
+
 def drain_params(req: Request) -> dict[str, Any]:
-    """The PUT body `{"deadline", "max_parallel", "priority", "message"}` as drain_node's
-    arguments; absent ones are left to drain_node's defaults; 400 for anything else."""
+    """The PUT body `{"deadline", "max_parallel", "priority", "message", "start_at"}` as
+    drain_node's arguments; absent ones are left to drain_node's defaults; 400 for
+    anything else."""
     data = body_params(req, DRAIN_BODY_PARAMS, "a drain")
     params: dict[str, Any] = {}
     if "deadline" in data:
@@ -90,6 +107,8 @@ def drain_params(req: Request) -> dict[str, Any]:
             )
     if "message" in data:
         params["message"] = check_param(data, "message", str, None)
+    if "start_at" in data:
+        params["start_at"] = _start_at(data["start_at"])
     return params
 
 
@@ -113,8 +132,8 @@ async def get_node_drain(req: Request) -> DrainStatus:
 
 
 async def put_node_drain(req: Request) -> DrainStatus:
-    """Start the node's drain, or change the one in progress (deadline, max_parallel,
-    priority, message)."""
+    """Start the node's drain (at `start_at`, if given and ahead: scheduled), or change the
+    one in progress (deadline, max_parallel, priority, message)."""
     params = drain_params(req)
     node = await find_node(req)
     return await served("drain_node", req.backend.luxi.drain_node(node=node["name"], **params))

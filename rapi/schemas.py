@@ -13,6 +13,7 @@ import msgspec
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
 from client.api.luxi import DrainStatus, WhyJob
+from client.drains import START_AT_MAX
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.jobs import FILTER_RULE_FIELDS, J_FIELDS
@@ -252,6 +253,15 @@ SCHEMAS.update(
                     "default": 0,
                 },
                 "message": {"type": "string", "default": ""},
+                "start_at": {
+                    "description": "start then (seconds since the epoch): until then the drain "
+                    "is scheduled and changes nothing, and the deadline counts from it; a "
+                    "time already past starts it now; null or absent: now",
+                    "oneOf": [
+                        {"type": "number", "minimum": 0, "maximum": START_AT_MAX},
+                        {"type": "null"},
+                    ],
+                },
             },
         },
         "NodeRole": {"type": "string", "enum": sorted(ROLE_NAMES.values())},

@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Final
 
 import msgspec
 
+from client.drains import START_AT_MAX
 from client.errors import InvalidParams
 from luxid.drains.record import DrainRecord, with_events
 
-# The latest start time accepted (seconds since the epoch): 9999-12-31T00:00:00Z, the last
-# day a date can show in any time zone.
-START_AT_MAX: Final = 253_402_214_400.0
-
 
 def check_start_at(start_at: float | None) -> None:
-    """InvalidParams unless `start_at` is null or a time (seconds since the epoch)."""
+    """InvalidParams unless `start_at` is null or a time (seconds since the epoch, up to
+    START_AT_MAX)."""
     if start_at is None:
         return
     if not (math.isfinite(start_at) and 0 <= start_at <= START_AT_MAX):
