@@ -39,7 +39,7 @@ import msgspec
 
 from client import errors
 from client._server.metrics import Registry
-from client.api.luxi import DrainChange, DrainStatus
+from client.api.luxi import DrainChange, DrainPlan, DrainStatus
 from luxid.drains import (
     QUEUE_TARGET,
     CancelJob,
@@ -61,6 +61,7 @@ from luxid.drains import (
     view_from_config,
 )
 from luxid.drains.node import tagged_jobs
+from luxid.drains.plan import NO_BUDGETS, plan_node_drain
 from luxid.drains.progress import job_facts
 from luxid.drains.record import (
     DRAIN_KILL_GRACE,
@@ -382,6 +383,15 @@ class DrainService:
             return effects
 
         return await self._operate(target, change)
+
+    async def plan_node_drain(self, name: str, max_parallel: int) -> DrainPlan:
+        """What drain_node would do now (luxid.drains.plan), on a fresh view and the drains
+        as they are; changes nothing, so it takes no lock."""
+        await self.ready.wait()
+        view = view_from_config(await self.link.get_config())
+        records = list(self.records.values())
+        # No budgets exist yet: docs/contracts.md#disruption-budgets plugs them in here.
+        return plan_node_drain(view, records, name, max_parallel, place, budgets=NO_BUDGETS)
 
     async def cancel_node_drain(self, name: str, keep_drained: bool) -> DrainStatus:
         target = node_target(name)

@@ -24,6 +24,7 @@ from client._server.server import Connection
 from client.api.luxi import (
     Directive,
     DrainChange,
+    DrainPlan,
     DrainStatus,
     JobChange,
     JobEvent,
@@ -179,6 +180,9 @@ class LuxidService(CommonMethods):
         return await self.drains.drain_node(
             node, deadline, max_parallel, priority, message, start_at
         )
+
+    async def plan_node_drain(self, conn: Connection, node: str, max_parallel: int) -> DrainPlan:
+        return await self.drains.plan_node_drain(node, max_parallel)
 
     async def cancel_node_drain(
         self, conn: Connection, node: str, keep_drained: bool

@@ -179,6 +179,19 @@ class DrainStatus(msgspec.Struct, frozen=True, kw_only=True):
     start_at: float | None = None
 
 
+class DrainPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What plan_node_drain answers (docs/contracts.md#drain-plans): the node's name; the
+    moves `[instance, target node]` drain_node would make now; the instances no node has
+    room for (or a budget holds), `[instance, reason]`; the disruption budgets that pace
+    it, `[name, max_disrupted, members on the node]`; and the number of waves."""
+
+    node: str
+    moves: list[Annotated[list[str], Meta(min_length=2, max_length=2)]]
+    blocked: list[Annotated[list[str], Meta(min_length=2, max_length=2)]]
+    budgets: list[Annotated[list[str | int], Meta(min_length=3, max_length=3)]]
+    waves: int
+
+
 # [serial, timestamp, message]
 DrainEvent = list[int | float | str]
 
@@ -390,6 +403,13 @@ class LuxiApi(CommonApi):
         change its deadline, max_parallel, priority and message.  With start_at (seconds
         since the epoch) ahead, the drain is `scheduled` until then and changes nothing;
         the deadline then counts from start_at; a start_at already past starts it now."""
+
+    @rpc(NotFound, InvalidParams, StorageError, reissue=True)
+    def plan_node_drain(self, node: str, max_parallel: int = 1) -> DrainPlan:
+        """What drain_node would do now, changing nothing: each instance's target by the
+        drain's own placement (every planned move counted), the instances no node has room
+        for, the budgets that pace it, and waves = ceil(moves / min(max_parallel, the
+        tightest budget)).  NotFound for an unknown node."""
 
     @rpc(NotFound, StorageError)
     def cancel_node_drain(self, node: str, keep_drained: bool = False) -> DrainStatus:

@@ -29,7 +29,7 @@ drain for it is unfinished, and an instance a drain moved is not moved again by 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -65,6 +65,21 @@ class Planner:
         """Count a move just decided as done."""
         self.view = self.view.with_moves([(instance, target)])
         self._key = None
+
+
+def cluster_planner(records: Iterable[DrainRecord], view: ClusterView, place: Placement) -> Planner:
+    """Placement as a pass sees it: every node drain's move under way counted as done, no
+    draining node a target.  The drain's pass and its dry run (`plan`) share it, so a plan
+    places each instance where the drain would."""
+    nodes = [r for r in records if r.is_node]
+    under_way = [
+        (job.instance, job.node)
+        for r in nodes
+        for job in r.active
+        if job.kind in MOVES and job.instance and job.node
+    ]
+    draining = frozenset(r.node for r in nodes if r.status == "draining")
+    return Planner(view.with_moves(under_way), draining, place)
 
 
 def remaining(record: DrainRecord, view: ClusterView) -> list[str]:
@@ -232,15 +247,8 @@ def step(
         t: start_due(refresh(r, jobs, now), now) if r.is_node else r for t, r in records.items()
     }
     nodes = [r for r in fresh.values() if r.is_node]
-    under_way = [
-        (job.instance, job.node)
-        for r in nodes
-        for job in r.active
-        if job.kind in MOVES and job.instance and job.node
-    ]
     busy = {job.instance for r in nodes for job in r.active if job.instance}
-    draining = frozenset(r.node for r in nodes if r.status == "draining")
-    plan = Planner(view.with_moves(under_way), draining, place)
+    plan = cluster_planner(nodes, view, place)
     out: dict[str, DrainRecord] = {}
     effects: list[Effect] = []
     for target in sorted(fresh):
