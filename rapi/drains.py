@@ -1,7 +1,8 @@
-"""Node drains over HTTP (docs/rapi-drains.md): `GET|PUT|DELETE /2/nodes/<name>/drain` and
-`GET /2/drains`, answered with luxid's `DrainStatus` records as they are.
+"""Node drains over HTTP (docs/rapi-drains.md): `GET|PUT|DELETE /2/nodes/<name>/drain`,
+`GET /2/nodes/<name>/drain/plan` and `GET /2/drains`, answered with luxid's `DrainStatus`
+and `DrainPlan` records as they are.
 
-luxid does the work (`drain_node`, `cancel_node_drain`, `query_drains`); these handlers
+luxid does the work (`drain_node`, `plan_node_drain`, `cancel_node_drain`, `query_drains`); these handlers
 check the body at the edge (so a bad one is a 400 that names the parameter), find the node,
 and say plainly when the luxid behind this lw-rapi predates drains: it answers
 MethodNotFound, which becomes 501 Not Implemented rather than a puzzling 500.
@@ -13,7 +14,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from client import errors
-from client.api.luxi import DrainStatus
+from client.api.luxi import DrainPlan, DrainStatus
 from client.drains import START_AT_MAX
 from client.durations import parse_duration
 from client.vocabulary import INT64_MAX, PRIORITY_MAX, PRIORITY_MIN
@@ -137,6 +138,22 @@ async def put_node_drain(req: Request) -> DrainStatus:
     params = drain_params(req)
     node = await find_node(req)
     return await served("drain_node", req.backend.luxi.drain_node(node=node["name"], **params))
+
+
+async def get_node_drain_plan(req: Request) -> DrainPlan:
+    """What a drain of the node would do now (`?max_parallel=N`, default 1): its moves, the
+    instances that cannot move, the budgets that pace it, the waves; changes nothing."""
+    max_parallel = int_query(req, "max_parallel", 1)
+    if not 1 <= max_parallel <= MAX_INT:
+        raise HttpError(
+            400,
+            f"'max_parallel' parameter must be 1 to {MAX_INT} (moves at once), got {max_parallel}",
+        )
+    node = await find_node(req)
+    return await served(
+        "plan_node_drain",
+        req.backend.luxi.plan_node_drain(node=node["name"], max_parallel=max_parallel),
+    )
 
 
 async def delete_node_drain(req: Request) -> DrainStatus:

@@ -12,7 +12,7 @@ import msgspec
 
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
-from client.api.luxi import DrainStatus, WhyJob
+from client.api.luxi import DrainPlan, DrainStatus, WhyJob
 from client.drains import START_AT_MAX
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
@@ -227,11 +227,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus and WhyJob, and the Event of GET /2/events (each one's `data:`),
+# luxid's DrainStatus, DrainPlan and WhyJob, and the Event of GET /2/events (each one's `data:`),
 # derived from the stub's Structs so the document cannot drift from them.
 SCHEMAS.update(
     msgspec.json.schema_components(
-        [DrainStatus, WhyJob, Event], ref_template="#/components/schemas/{name}"
+        [DrainStatus, DrainPlan, WhyJob, Event], ref_template="#/components/schemas/{name}"
     )[1]
 )
 SCHEMAS.update(

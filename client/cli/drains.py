@@ -22,7 +22,7 @@ from typing import Any, Literal, TextIO
 
 from client import errors
 from client.api.luxi import DrainChange, DrainStatus
-from client.cli import queue
+from client.cli import drain_plan, queue
 from client.cli.context import EXIT_INTERRUPTED, EXIT_OK, Context, Failed, UsageError
 from client.cli.output import Fields, format_value, print_record, print_table, to_json
 from client.durations import format_duration
@@ -190,9 +190,13 @@ def _deadline_text(status: DrainStatus) -> str:
 
 def node_drain(ctx: Context, args: argparse.Namespace) -> int:
     """lw node drain NODE [--deadline D | --no-deadline | --force] [--at TIME] [...] |
-    --disable.  With --at the drain is only recorded (scheduled, or started now when the
+    --disable | --dry-run [--max-parallel N] (the plan; the other options do not change it).  With --at the drain is only recorded (scheduled, or started now when the
     time is past) and not followed: it may start hours later."""
     timing = args.deadline is not None or args.no_deadline or args.force
+    if args.dry_run:
+        if args.disable or args.keep_drained:
+            raise UsageError("--dry-run shows what a drain would do; it does not go with --disable")
+        return drain_plan.dry_run(ctx, args.name, args.max_parallel or 1)
     if args.disable:
         if timing or args.max_parallel is not None or args.priority is not None or args.at:
             raise UsageError("--disable takes only --keep-drained")

@@ -278,6 +278,12 @@ def _drain_commands(b: _Builder, sub: Any) -> None:
         "an offset); the deadline counts from then; returns once it is scheduled",
     )
     drain.add_argument("--detach", action="store_true", help="start it and return")
+    drain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing: show each instance's target (or why it is blocked) and the "
+        "waves; exit 1 if any is blocked",
+    )
     drain.add_argument("--disable", action="store_true", help="cancel the drain")
     drain.add_argument("--keep-drained", action="store_true", help="with --disable: stay drained")
     b.leaf(

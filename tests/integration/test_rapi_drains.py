@@ -66,6 +66,7 @@ def test_features_and_openapi_list_the_new_resources(rapi: Rapi) -> None:
     assert set(paths["/2/nodes/{name}/role"]) == {"get", "put"}
     assert set(paths["/2/nodes/{name}/evacuate"]) == {"post"}
     assert set(paths["/2/drains"]) == {"get"}
+    assert set(paths["/2/nodes/{name}/drain/plan"]) == {"get"}
     schemas = rapi.get("/openapi.json", user=None)["components"]["schemas"]
     # start_at may be absent from a luxid that predates scheduled drains
     assert set(schemas["DrainStatus"]["required"]) == DRAIN_FIELDS - {"start_at"}
@@ -419,7 +420,7 @@ def test_openapi_fuzz_of_the_node_resources_on_a_real_node(rapi: Rapi, stack: St
         for result in schema.get_all_operations()
         if result.ok().path.startswith("/2/nodes/{name}/")
     ]
-    assert len(operations) == 6
+    assert len(operations) == 7
     for operation in operations:
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
 
