@@ -142,7 +142,7 @@ def follow_drain(ctx: Context, target: str, since: float) -> DrainStatus:
                 continue
             follower.show(change, since=since)
             serial = max([serial, *(int(event[0]) for event in change.events)])
-            if change.status.status != "draining":
+            if change.status.status not in ("scheduled", "draining"):  # it ended
                 return change.status
     finally:
         follower.close()
