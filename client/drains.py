@@ -4,7 +4,7 @@ declared once for both daemons and for clients reading `get_object("drain", targ
 wconfd stores and checks it as the `drain` kind of its configuration (wconfd.config.objects
 names it `Drain`); luxid's drain core (luxid.drains) reads, changes and writes it.  It
 carries the fields docs/contracts.md#node-drain names (target, status, started_at,
-updated_at, deadline, max_parallel, priority, message, deadline_reached, completed_at,
+updated_at, start_at, deadline, max_parallel, priority, message, deadline_reached, completed_at,
 events; uuid, serial_no, ctime and mtime as every config object; a drain's uuid is its
 target) plus the state a restarted luxid needs to resume without moving an instance twice:
 the drain's jobs with their last seen status (the unfinished ones apart, so that a pass
@@ -30,8 +30,12 @@ QUEUE_TARGET: Final = "queue"
 NODE_PREFIX: Final = "node/"
 EVENTS_KEPT: Final = 1000  # the record keeps the last 1,000 events (docs/contracts.md#node-drain)
 FINALIZED: Final = frozenset(FINALIZED_STATUSES)
+# The latest start time of a scheduled drain (seconds since the epoch):
+# 9999-12-31T00:00:00Z, the last day a date can show in any time zone.
+START_AT_MAX: Final = 253_402_214_400.0
 
-Status: TypeAlias = Literal["draining", "complete", "canceled"]
+# scheduled: waiting for its start_at (docs/contracts.md#scheduled-drains); nothing marked or moved.
+Status: TypeAlias = Literal["scheduled", "draining", "complete", "canceled"]
 Mode: TypeAlias = Literal["hard", "soft"]
 # drained/undrained: OP_NODE_SET_PARAMS; migrate/failover/shutdown: a move of `instance`;
 # job: a job accepted before a queue drain (id <= watermark) that the drain waits for.
@@ -82,6 +86,9 @@ class DrainRecord(_Record, frozen=True, kw_only=True):
     deadline_reached: bool = False
     completed_at: float | None = None
     events: tuple[Event, ...] = ()
+    # When a scheduled drain starts (absolute); null for one started when called.  A
+    # record from before scheduled drains has none, so it loads as null.
+    start_at: float | None = None
     serial_no: int = 0
     ctime: float = 0.0
     mtime: float = 0.0

@@ -33,12 +33,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import get_args
 
 import msgspec
 
 from client import errors
 from client._server.metrics import Registry
-from client.api.luxi import DrainChange, DrainStatus
+from client.api.luxi import DrainChange, DrainPlan, DrainStatus
 from luxid.drains import (
     QUEUE_TARGET,
     CancelJob,
@@ -59,13 +60,22 @@ from luxid.drains import (
     queue_drain,
     view_from_config,
 )
-from luxid.drains.effects import TAG_SOURCE
-from luxid.drains.record import DRAIN_KILL_GRACE, FINALIZED, Mode
+from luxid.drains.node import tagged_jobs
+from luxid.drains.plan import PlanBudget, plan_node_drain
+from luxid.drains.progress import job_facts
+from luxid.drains.record import (
+    DRAIN_KILL_GRACE,
+    FINALIZED,
+    Mode,
+    Status,
+    check_target,
+    may_act,
+)
 from luxid.drains.view import place
 from luxid.events import drain_event
 from luxid.filter_writes import FilterWrites
 from luxid.job_check import check_job
-from luxid.jobs import Job, is_finalized, job_status
+from luxid.jobs import is_finalized, job_status
 from luxid.queue import MAX_WAIT, Queue
 from luxid.wconfd_link import RETRY_MAX, RETRY_MIN, WconfdLink
 
@@ -74,46 +84,6 @@ log = logging.getLogger(__name__)
 # The least time between two passes made for job events (see `_run`).
 PASS_SPACING = 0.1
 Change = Callable[[dict[str, DrainRecord], ClusterView, float], list[Effect]]
-
-
-def job_facts(job: Job) -> JobFacts:
-    """A job's status and, for a failed or canceled one, the result of the opcode that
-    ended it (the error message jobproc reported)."""
-    status = job_status(job)
-    error = None
-    if status in ("error", "canceled"):
-        for op in job.ops:
-            if op.status == status and op.result is not None:
-                error = op.result if isinstance(op.result, str) else str(op.result)
-                break
-    return JobFacts(status=status, error=error)
-
-
-def tagged_jobs(jobs: Iterable[Job]) -> dict[int, str]:
-    """The live jobs that carry a drain's `lw:drain-job` reason, with its text."""
-    out: dict[int, str] = {}
-    for job in jobs:
-        for op in job.ops:
-            for entry in op.input.get("reason") or ():
-                if isinstance(entry, list | tuple) and entry and entry[0] == TAG_SOURCE:
-                    out[job.id] = str(entry[1])
-    return out
-
-
-def check_target(target: str) -> None:
-    """InvalidParams unless `target` is `queue` or `node/<name>`."""
-    if target != QUEUE_TARGET and not (target.startswith("node/") and len(target) > 5):
-        raise errors.InvalidParams(
-            f'param `target`: must be "queue" or "node/<name>", got {target!r}',
-            {"param": "target"},
-        )
-
-
-def _may_act(record: DrainRecord) -> bool:
-    """Whether a pass could do anything for the drain (else config changes skip it)."""
-    if record.status == "draining" or record.active:
-        return True
-    return record.undrain and not any(job.kind == "undrained" for job in record.all_jobs())
 
 
 class DrainService:
@@ -211,7 +181,7 @@ class DrainService:
         jobs under way is passed over: the end of each of its jobs runs a pass that
         reads the configuration anyway (this keeps its own moves' writes from doubling
         the passes); one that waits for room or has nothing under way is not."""
-        if any(_may_act(r) and (r.blocked or not r.active) for r in self.records.values()):
+        if any(may_act(r) and (r.blocked or not r.active) for r in self.records.values()):
             self._stale = True
             self.request()
 
@@ -369,7 +339,7 @@ class DrainService:
     def _measure(self) -> None:
         drains = self.metrics.gauge("lockwarden_drains")
         remaining = self.metrics.gauge("lockwarden_drain_remaining")
-        counts = dict.fromkeys(("draining", "complete", "canceled"), 0)
+        counts = dict.fromkeys(get_args(Status), 0)
         for target, record in self.records.items():
             counts[record.status] += 1
             if record.status == "draining":
@@ -395,18 +365,51 @@ class DrainService:
             return drain_status(self.records[target], self.view, self._facts())
 
     async def drain_node(
-        self, name: str, deadline: float | None, max_parallel: int, priority: int, message: str
+        self,
+        name: str,
+        deadline: float | None,
+        max_parallel: int,
+        priority: int,
+        message: str,
+        start_at: float | None = None,
     ) -> DrainStatus:
         target = node_target(name)
 
         def change(records: dict[str, DrainRecord], view: ClusterView, now: float) -> list[Effect]:
             records[target], effects = node.drain_node(
                 records.get(target), name, view, now, deadline=deadline,
-                max_parallel=max_parallel, priority=priority, message=message,
+                max_parallel=max_parallel, priority=priority, message=message, start_at=start_at,
             )  # fmt: skip
             return effects
 
         return await self._operate(target, change)
+
+    async def plan_node_drain(self, name: str, max_parallel: int) -> DrainPlan:
+        """What drain_node would do now (luxid.drains.plan), on a fresh view and the drains
+        as they are; changes nothing, so it takes no lock."""
+        await self.ready.wait()
+        view = view_from_config(await self.link.get_config())
+        records = list(self.records.values())
+        return plan_node_drain(
+            view, records, name, max_parallel, place, budgets=self._plan_budgets()
+        )
+
+    def _plan_budgets(self) -> list[PlanBudget]:
+        """The disruption budgets as the scheduler judges by them now, for a plan."""
+        scheduler = self.queue.scheduler
+        count = scheduler.budget_count(scheduler.running())
+        if count is None:
+            return []
+        book = count.book
+        return [
+            PlanBudget(
+                name=name,
+                max_disrupted=book.limits[name],
+                members=frozenset(book.members[name]),
+                reason=count.reason(name),
+            )
+            for name in sorted(book.budgets)
+        ]
 
     async def cancel_node_drain(self, name: str, keep_drained: bool) -> DrainStatus:
         target = node_target(name)

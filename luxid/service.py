@@ -25,6 +25,7 @@ from client.api.luxi import (
     BudgetRow,
     Directive,
     DrainChange,
+    DrainPlan,
     DrainStatus,
     JobChange,
     JobEvent,
@@ -194,8 +195,14 @@ class LuxidService(CommonMethods):
         max_parallel: int,
         priority: int,
         message: str,
+        start_at: float | None,
     ) -> DrainStatus:
-        return await self.drains.drain_node(node, deadline, max_parallel, priority, message)
+        return await self.drains.drain_node(
+            node, deadline, max_parallel, priority, message, start_at
+        )
+
+    async def plan_node_drain(self, conn: Connection, node: str, max_parallel: int) -> DrainPlan:
+        return await self.drains.plan_node_drain(node, max_parallel)
 
     async def cancel_node_drain(
         self, conn: Connection, node: str, keep_drained: bool

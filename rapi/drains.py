@@ -1,7 +1,8 @@
-"""Node drains over HTTP (docs/rapi-drains.md): `GET|PUT|DELETE /2/nodes/<name>/drain` and
-`GET /2/drains`, answered with luxid's `DrainStatus` records as they are.
+"""Node drains over HTTP (docs/rapi-drains.md): `GET|PUT|DELETE /2/nodes/<name>/drain`,
+`GET /2/nodes/<name>/drain/plan` and `GET /2/drains`, answered with luxid's `DrainStatus`
+and `DrainPlan` records as they are.
 
-luxid does the work (`drain_node`, `cancel_node_drain`, `query_drains`); these handlers
+luxid does the work (`drain_node`, `plan_node_drain`, `cancel_node_drain`, `query_drains`); these handlers
 check the body at the edge (so a bad one is a 400 that names the parameter), find the node,
 and say plainly when the luxid behind this lw-rapi predates drains: it answers
 MethodNotFound, which becomes 501 Not Implemented rather than a puzzling 500.
@@ -13,7 +14,8 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from client import errors
-from client.api.luxi import DrainStatus
+from client.api.luxi import DrainPlan, DrainStatus
+from client.drains import START_AT_MAX
 from client.durations import parse_duration
 from client.vocabulary import INT64_MAX, PRIORITY_MAX, PRIORITY_MIN
 from rapi.cluster import find_node, lookup_node
@@ -21,7 +23,7 @@ from rapi.routing import HttpError, Request, body_params, check_param, int_query
 
 T = TypeVar("T")
 
-DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message")
+DRAIN_BODY_PARAMS = ("deadline", "max_parallel", "priority", "message", "start_at")
 # Job priorities, most urgent first.
 PRIORITIES = range(PRIORITY_MIN, PRIORITY_MAX + 1)
 MAX_INT = INT64_MAX
@@ -69,9 +71,25 @@ def _deadline(value: Any) -> float | None:
     return float(seconds)
 
 
+def _start_at(value: Any) -> float | None:
+    """The body's start_at: seconds since the epoch (a scheduled drain), or null for now;
+    400 if it is neither."""
+    if value is None:
+        return None
+    seconds = check_param({"start_at": value}, "start_at", (int, float), None)
+    if not 0 <= seconds <= START_AT_MAX:  # NaN fails this too
+        raise HttpError(
+            400,
+            f"'start_at' parameter must be a time in seconds since the epoch (0 to "
+            f"{START_AT_MAX:.0f}), or null to start now; got {value!r}",
+        )
+    return float(seconds)
+
+
 def drain_params(req: Request) -> dict[str, Any]:
-    """The PUT body `{"deadline", "max_parallel", "priority", "message"}` as drain_node's
-    arguments; absent ones are left to drain_node's defaults; 400 for anything else."""
+    """The PUT body `{"deadline", "max_parallel", "priority", "message", "start_at"}` as
+    drain_node's arguments; absent ones are left to drain_node's defaults; 400 for
+    anything else."""
     data = body_params(req, DRAIN_BODY_PARAMS, "a drain")
     params: dict[str, Any] = {}
     if "deadline" in data:
@@ -90,6 +108,8 @@ def drain_params(req: Request) -> dict[str, Any]:
             )
     if "message" in data:
         params["message"] = check_param(data, "message", str, None)
+    if "start_at" in data:
+        params["start_at"] = _start_at(data["start_at"])
     return params
 
 
@@ -113,11 +133,27 @@ async def get_node_drain(req: Request) -> DrainStatus:
 
 
 async def put_node_drain(req: Request) -> DrainStatus:
-    """Start the node's drain, or change the one in progress (deadline, max_parallel,
-    priority, message)."""
+    """Start the node's drain (at `start_at`, if given and ahead: scheduled), or change the
+    one in progress (deadline, max_parallel, priority, message)."""
     params = drain_params(req)
     node = await find_node(req)
     return await served("drain_node", req.backend.luxi.drain_node(node=node["name"], **params))
+
+
+async def get_node_drain_plan(req: Request) -> DrainPlan:
+    """What a drain of the node would do now (`?max_parallel=N`, default 1): its moves, the
+    instances that cannot move, the budgets that pace it, the waves; changes nothing."""
+    max_parallel = int_query(req, "max_parallel", 1)
+    if not 1 <= max_parallel <= MAX_INT:
+        raise HttpError(
+            400,
+            f"'max_parallel' parameter must be 1 to {MAX_INT} (moves at once), got {max_parallel}",
+        )
+    node = await find_node(req)
+    return await served(
+        "plan_node_drain",
+        req.backend.luxi.plan_node_drain(node=node["name"], max_parallel=max_parallel),
+    )
 
 
 async def delete_node_drain(req: Request) -> DrainStatus:

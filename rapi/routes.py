@@ -43,6 +43,9 @@ def instance_op(
     )
 
 
+MAX_PARALLEL = Param(
+    "max_parallel", "query", {"type": "integer", "minimum": 1, "default": 1}, "moves at once"
+)
 KEEP_DRAINED = Param(
     "keep_drained", "query", {"type": "integer", "enum": [0, 1]}, "1: the node stays drained"
 )
@@ -127,6 +130,16 @@ ROUTES: tuple[Route, ...] = (
         params=(NAME,),
         body=ref("DrainBody"),
         response=ref("DrainStatus"),
+        errors=(400, 404, 501),
+    ),
+    Route(
+        "GET",
+        "/2/nodes/{name}/drain/plan",
+        drains.get_node_drain_plan,
+        "what a drain of the node would do now, changing nothing: moves, blocked instances, "
+        "budgets, waves",
+        params=(NAME, MAX_PARALLEL),
+        response=ref("DrainPlan"),
         errors=(400, 404, 501),
     ),
     Route(

@@ -12,7 +12,8 @@ import msgspec
 
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
-from client.api.luxi import BudgetRow, DrainStatus, WhyJob
+from client.api.luxi import BudgetRow, DrainPlan, DrainStatus, WhyJob
+from client.drains import START_AT_MAX
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.instanceops import (
@@ -246,11 +247,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus, WhyJob and BudgetRow, and the Event of GET /2/events (each one's `data:`),
-# derived from the stub's Structs so the document cannot drift from them.
+# luxid's DrainStatus, DrainPlan, WhyJob and BudgetRow, and the Event of GET /2/events
+# (each one's `data:`), derived from the stub's Structs so the document cannot drift.
 SCHEMAS.update(
     msgspec.json.schema_components(
-        [DrainStatus, WhyJob, Event, BudgetRow], ref_template="#/components/schemas/{name}"
+        [DrainStatus, DrainPlan, WhyJob, Event, BudgetRow],
+        ref_template="#/components/schemas/{name}",
     )[1]
 )
 SCHEMAS.update(
@@ -272,6 +274,15 @@ SCHEMAS.update(
                     "default": 0,
                 },
                 "message": {"type": "string", "default": ""},
+                "start_at": {
+                    "description": "start then (seconds since the epoch): until then the drain "
+                    "is scheduled and changes nothing, and the deadline counts from it; a "
+                    "time already past starts it now; null or absent: now",
+                    "oneOf": [
+                        {"type": "number", "minimum": 0, "maximum": START_AT_MAX},
+                        {"type": "null"},
+                    ],
+                },
             },
         },
         "NodeRole": {"type": "string", "enum": sorted(ROLE_NAMES.values())},

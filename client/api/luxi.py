@@ -19,6 +19,7 @@ from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
 from client.api.opcodes import check_opcodes
 from client.api.wconfd import LockHolder
+from client.drains import Status as DrainStatusName
 from client.errors import (
     FilterError,
     InvalidOpcode,
@@ -152,11 +153,13 @@ class DrainStatus(msgspec.Struct, frozen=True, kw_only=True):
 
     `mode` is "hard" or "soft" for the queue drain and null for a node drain; `total` and
     `remaining` count instances for a node, jobs for the queue; `blocked` lists
-    `[instance_or_job, reason]`; `jobs` are the drain's job ids.
+    `[instance_or_job, reason]`; `jobs` are the drain's job ids.  `status` is `scheduled`
+    until a scheduled drain's `start_at`, then `draining`; `started_at` is when it started
+    (for a scheduled one, when it is to start).
     """
 
     target: str
-    status: Literal["draining", "complete", "canceled"]
+    status: DrainStatusName
     started_at: float
     updated_at: float
     deadline: float | None
@@ -171,6 +174,22 @@ class DrainStatus(msgspec.Struct, frozen=True, kw_only=True):
     blocked: list[list[str | int]]
     shut_down: list[str]
     jobs: list[int]
+    # When a scheduled drain starts (docs/contracts.md#scheduled-drains); null when it
+    # started when asked for (and from a luxid that predates scheduled drains).
+    start_at: float | None = None
+
+
+class DrainPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What plan_node_drain answers (docs/contracts.md#drain-plans): the node's name; the
+    moves `[instance, target node]` drain_node would make now; the instances no node has
+    room for (or a budget holds), `[instance, reason]`; the disruption budgets that pace
+    it, `[name, max_disrupted, members on the node]`; and the number of waves."""
+
+    node: str
+    moves: list[Annotated[list[str], Meta(min_length=2, max_length=2)]]
+    blocked: list[Annotated[list[str], Meta(min_length=2, max_length=2)]]
+    budgets: list[Annotated[list[str | int], Meta(min_length=3, max_length=3)]]
+    waves: int
 
 
 # [serial, timestamp, message]
@@ -424,10 +443,20 @@ class LuxiApi(CommonApi):
         max_parallel: int = 1,
         priority: int = 0,
         message: str = "",
+        start_at: float | None = None,
     ) -> DrainStatus:
         """Drain a node's primary instances, at most max_parallel moves at once, before a
         deadline in seconds from now (null: none; 0: now); on a node already draining,
-        change its deadline, max_parallel, priority and message."""
+        change its deadline, max_parallel, priority and message.  With start_at (seconds
+        since the epoch) ahead, the drain is `scheduled` until then and changes nothing;
+        the deadline then counts from start_at; a start_at already past starts it now."""
+
+    @rpc(NotFound, InvalidParams, StorageError, reissue=True)
+    def plan_node_drain(self, node: str, max_parallel: int = 1) -> DrainPlan:
+        """What drain_node would do now, changing nothing: each instance's target by the
+        drain's own placement (every planned move counted), the instances no node has room
+        for, the budgets that pace it, and waves = ceil(moves / min(max_parallel, the
+        tightest budget)).  NotFound for an unknown node."""
 
     @rpc(NotFound, StorageError)
     def cancel_node_drain(self, node: str, keep_drained: bool = False) -> DrainStatus:

@@ -64,6 +64,24 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def start_time(text: str) -> float:
+    """Seconds since the epoch from an ISO 8601 time: `2026-12-24T02:00`, `2026-12-24 02:00`,
+    `2026-12-24T02:00+01:00`, `2026-12-24T01:00Z`; local time unless it has an offset."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time: {text!r} (e.g. 2026-12-24T02:00 in local time, or "
+            "2026-12-24T02:00+01:00 with an offset)"
+        ) from None
+    try:
+        return when.timestamp()  # a time without an offset is local time
+    except (OverflowError, OSError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range") from None
+
+
 _SIZE_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 

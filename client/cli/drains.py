@@ -22,7 +22,7 @@ from typing import Any, Literal, TextIO
 
 from client import errors
 from client.api.luxi import DrainChange, DrainStatus
-from client.cli import queue
+from client.cli import drain_plan, queue
 from client.cli.context import EXIT_INTERRUPTED, EXIT_OK, Context, Failed, UsageError
 from client.cli.output import Fields, format_value, print_record, print_table, to_json
 from client.durations import format_duration
@@ -36,6 +36,7 @@ DRAIN_FIELDS = Fields(
     known=[
         "target",
         "status",
+        "start_at",
         "progress",
         "remaining",
         "running",
@@ -51,9 +52,18 @@ DRAIN_FIELDS = Fields(
         "shut_down",
         "jobs",
     ],
-    default=("target", "status", "progress", "running", "blocked", "deadline", "message"),
+    default=(
+        "target",
+        "status",
+        "start_at",
+        "progress",
+        "running",
+        "blocked",
+        "deadline",
+        "message",
+    ),
 )
-_TIMES = frozenset({"deadline", "started_at", "updated_at", "completed_at"})
+_TIMES = frozenset({"deadline", "start_at", "started_at", "updated_at", "completed_at"})
 
 
 # -- following a drain -------------------------------------------------------------------------
@@ -132,7 +142,7 @@ def follow_drain(ctx: Context, target: str, since: float) -> DrainStatus:
                 continue
             follower.show(change, since=since)
             serial = max([serial, *(int(event[0]) for event in change.events)])
-            if change.status.status != "draining":
+            if change.status.status not in ("scheduled", "draining"):  # it ended
                 return change.status
     finally:
         follower.close()
@@ -162,6 +172,12 @@ def _outcome(ctx: Context, status: DrainStatus) -> int:
     return EXIT_OK
 
 
+def start_text(when: float) -> str:
+    """A scheduled drain's start time as drain-status shows it: `2026-12-24 02:00` (local
+    time, to the minute, as it was given to `--at`)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+
+
 def _deadline_text(status: DrainStatus) -> str:
     if status.deadline is None:
         return "no deadline"
@@ -173,10 +189,16 @@ def _deadline_text(status: DrainStatus) -> str:
 
 
 def node_drain(ctx: Context, args: argparse.Namespace) -> int:
-    """lw node drain NODE [--deadline D | --no-deadline | --force] [...] | --disable"""
+    """lw node drain NODE [--deadline D | --no-deadline | --force] [--at TIME] [...] |
+    --disable | --dry-run [--max-parallel N] (the plan; the other options do not change it).  With --at the drain is only recorded (scheduled, or started now when the
+    time is past) and not followed: it may start hours later."""
     timing = args.deadline is not None or args.no_deadline or args.force
+    if args.dry_run:
+        if args.disable or args.keep_drained:
+            raise UsageError("--dry-run shows what a drain would do; it does not go with --disable")
+        return drain_plan.dry_run(ctx, args.name, args.max_parallel or 1)
     if args.disable:
-        if timing or args.max_parallel is not None or args.priority is not None:
+        if timing or args.max_parallel is not None or args.priority is not None or args.at:
             raise UsageError("--disable takes only --keep-drained")
         status = ctx.luxi.cancel_node_drain(node=args.name, keep_drained=args.keep_drained)
         flag = "stays drained" if args.keep_drained else "is being undrained"
@@ -194,7 +216,22 @@ def node_drain(ctx: Context, args: argparse.Namespace) -> int:
     for key in ("max_parallel", "priority", "message"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
+    if args.at is not None:
+        params["start_at"] = args.at
     status = ctx.luxi.drain_node(**params)
+    if status.status == "scheduled":
+        ctx.out(
+            f"drain of {args.name} scheduled for {start_text(status.started_at)}: "
+            f"{status.total} instances to move, {_deadline_text(status)} "
+            f"(`lw node drain {args.name} --disable` cancels it)"
+        )
+        return EXIT_OK
+    if args.at is not None:  # a start time already past: it started now; not followed
+        ctx.out(
+            f"start time already past: draining {args.name} now: {progress_text(status)}, "
+            f"{_deadline_text(status)}"
+        )
+        return EXIT_OK
     if args.detach:
         ctx.out(f"draining {args.name}: {progress_text(status)}, {_deadline_text(status)}")
         return EXIT_OK
@@ -219,6 +256,13 @@ def _value(field: str, status: DrainStatus) -> Any:
     return getattr(status, field)
 
 
+def _cell(field: str, value: Any) -> Any:
+    """A table cell: times in local time (a start time to the minute, as `--at` takes it)."""
+    if value is None or field not in _TIMES:
+        return value
+    return start_text(value) if field == "start_at" else format_value("start_ts", value)
+
+
 def drain_status(ctx: Context, args: argparse.Namespace) -> int:
     """lw node drain-status [NODE]"""
     drains = ctx.luxi.query_drains()
@@ -232,13 +276,7 @@ def drain_status(ctx: Context, args: argparse.Namespace) -> int:
         chosen = [{f: _value(f, d) for f in fields} for d in drains]
         ctx.out(to_json(chosen[0] if args.name is not None else chosen))
         return EXIT_OK
-    rows = [
-        [
-            format_value("start_ts", v) if f in _TIMES and v is not None else v
-            for f, v in ((f, _value(f, d)) for f in fields)
-        ]
-        for d in drains
-    ]
+    rows = [[_cell(f, _value(f, d)) for f in fields] for d in drains]
     if args.name is not None:
         print_record(ctx, args, fields, rows[0])
     else:

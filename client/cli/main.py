@@ -34,6 +34,7 @@ from client.cli.argtypes import (
     priority,
     seconds,
     size_mib,
+    start_time,
     yes_no,
 )
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
@@ -275,7 +276,20 @@ def _drain_commands(b: _Builder, sub: Any) -> None:
         "--priority", type=priority, metavar="P", help="the moves' job priority (default 0)"
     )
     drain.add_argument("--message", metavar="TEXT", help="why (shown with the drain)")
+    drain.add_argument(
+        "--at",
+        type=start_time,
+        metavar="TIME",
+        help="start then, not now (ISO 8601, e.g. 2026-12-24T02:00; local time unless it has "
+        "an offset); the deadline counts from then; returns once it is scheduled",
+    )
     drain.add_argument("--detach", action="store_true", help="start it and return")
+    drain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing: show each instance's target (or why it is blocked) and the "
+        "waves; exit 1 if any is blocked",
+    )
     drain.add_argument("--disable", action="store_true", help="cancel the drain")
     drain.add_argument("--keep-drained", action="store_true", help="with --disable: stay drained")
     b.leaf(

@@ -12,7 +12,9 @@ that may matter; the core returns new records and `effects` for the shell to app
 - `queue_drain`: the queue drain (start, `filter_set`, `step`, `undrain_queue`).
 - `progress`: job status changes into record state and events.
 - `status`: `DrainStatus` for `query_drains` and friends.
-- `timers`: the deadline heap.
+- `schedule`: scheduled drains (`start_due`: a drain whose start time came starts).
+- `plan`: the dry run of a node drain (`plan_node_drain`), on the drain's own planner.
+- `timers`: the deadline heap (deadlines and scheduled starts).
 - `effects`: what the shell is asked to do.
 
 How the shell runs it (one decision path, event-driven):

@@ -7,7 +7,8 @@ something it depends on may have changed — a drain job changed status, the con
 changed, a deadline timer fired, an operator started, updated or canceled a drain, a
 submit was recorded — and never on a timer alone.
 
-Per draining node, in order:
+A scheduled drain whose start time came starts first (`schedule.start_due`); one still
+scheduled does nothing.  Per draining node, in order:
 
 1. the OP_NODE_SET_PARAMS `drained: true` job first; nothing moves before it ended;
 2. at the deadline (once): cancel the drain's queued and waiting jobs;
@@ -28,7 +29,7 @@ drain for it is unfinished, and an instance a drain moved is not moved again by 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -36,6 +37,7 @@ from luxid.drains.effects import CancelJob, Effect
 from luxid.drains.node import MOVES, submit
 from luxid.drains.progress import JobFacts, refresh
 from luxid.drains.record import Blocked, DrainRecord, touched, with_events
+from luxid.drains.schedule import start_due
 from luxid.drains.view import ClusterView, NoRoom, Placement, capacity_key
 
 
@@ -63,6 +65,21 @@ class Planner:
         """Count a move just decided as done."""
         self.view = self.view.with_moves([(instance, target)])
         self._key = None
+
+
+def cluster_planner(records: Iterable[DrainRecord], view: ClusterView, place: Placement) -> Planner:
+    """Placement as a pass sees it: every node drain's move under way counted as done, no
+    draining node a target.  The drain's pass and its dry run (`plan`) share it, so a plan
+    places each instance where the drain would."""
+    nodes = [r for r in records if r.is_node]
+    under_way = [
+        (job.instance, job.node)
+        for r in nodes
+        for job in r.active
+        if job.kind in MOVES and job.instance and job.node
+    ]
+    draining = frozenset(r.node for r in nodes if r.status == "draining")
+    return Planner(view.with_moves(under_way), draining, place)
 
 
 def remaining(record: DrainRecord, view: ClusterView) -> list[str]:
@@ -225,17 +242,13 @@ def step(
     """One pass over the node drains among `records`; the other records are returned as
     they are.  `jobs` must hold the facts of every unfinished job the records list, and
     `view` must be at least as new as the ends of those jobs."""
-    fresh = {t: refresh(r, jobs, now) if r.is_node else r for t, r in records.items()}
+    # A scheduled drain whose time came starts first, so that it is no target of moves.
+    fresh = {
+        t: start_due(refresh(r, jobs, now), now) if r.is_node else r for t, r in records.items()
+    }
     nodes = [r for r in fresh.values() if r.is_node]
-    under_way = [
-        (job.instance, job.node)
-        for r in nodes
-        for job in r.active
-        if job.kind in MOVES and job.instance and job.node
-    ]
     busy = {job.instance for r in nodes for job in r.active if job.instance}
-    draining = frozenset(r.node for r in nodes if r.status == "draining")
-    plan = Planner(view.with_moves(under_way), draining, place)
+    plan = cluster_planner(nodes, view, place)
     out: dict[str, DrainRecord] = {}
     effects: list[Effect] = []
     for target in sorted(fresh):
@@ -248,8 +261,9 @@ def step(
                 record = msgspec.structs.replace(record, blocked={**record.blocked, **keyed})
             if record.status == "draining":
                 record, more = _draining(record, view, now, plan, busy)
-            else:
+                effects += more
+            elif record.status != "scheduled":  # a scheduled one waits for its timer
                 record, more = _ended(record, now)
-            effects += more
+                effects += more
         out[target] = touched(records[target], record, now)
     return out, effects

@@ -10,7 +10,7 @@ which the shell runs after each of them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -29,7 +29,15 @@ from luxid.drains.record import (
     node_target,
     with_events,
 )
+from luxid.drains.schedule import (
+    begins,
+    cancel_scheduled,
+    check_start_at,
+    past_event,
+    scheduled_event,
+)
 from luxid.drains.view import ClusterView
+from luxid.jobs import Job
 
 MOVES: frozenset[JobKind] = frozenset({"migrate", "failover"})
 _OP_OF: dict[JobKind, str] = {
@@ -78,17 +86,23 @@ def drain_node(
     max_parallel: int,
     priority: int,
     message: str,
+    start_at: float | None = None,
 ) -> tuple[DrainRecord, list[Effect]]:
-    """Start draining `node`, or change the strategy of its drain in progress.
+    """Start draining `node` (at `start_at`, if that is ahead: a scheduled drain), or
+    change the strategy of its drain in progress.
 
-    `deadline` is in seconds from `now` (None: none; 0: now).  A drain in progress keeps
-    its `started_at`; its unfinished moves get the new priority.  A finished or canceled
-    drain is replaced by a new one (its events go on, so followers miss nothing).
+    `deadline` is in seconds from the later of `now` and `start_at` (None: none; 0: at
+    the start).  A drain in progress keeps its `started_at`; its unfinished moves get the
+    new priority; a start time ahead is refused for it (it has started).  A scheduled,
+    finished or canceled drain is replaced by a new one (its events go on, so followers
+    miss nothing).
     """
     if node not in view.nodes:
         raise NotFound(f"no node named {node!r} (see `lw node list`)")
     check_strategy(deadline, max_parallel, priority)
-    absolute = None if deadline is None else now + deadline
+    check_start_at(start_at)
+    begin, later = begins(start_at, now)
+    absolute = None if deadline is None else begin + deadline
     strategy: dict[str, Any] = {
         "deadline": absolute,
         "max_parallel": max_parallel,
@@ -96,7 +110,15 @@ def drain_node(
         "message": message,
     }
     effects: list[Effect] = []
+    events: list[str] = []
     if existing is not None and existing.status == "draining":
+        if later:
+            raise InvalidParams(
+                f"param `start_at`: {node} is already draining, so it cannot start later; "
+                f"cancel it first (`lw node drain {node} --disable`), or leave start_at out "
+                "to change the drain in progress",
+                {"param": "start_at"},
+            )
         record = msgspec.structs.replace(existing, updated_at=now, **strategy)
         if priority != existing.priority:
             effects = [
@@ -107,22 +129,30 @@ def drain_node(
     else:
         record = DrainRecord(
             target=node_target(node),
-            started_at=now,
+            status="scheduled" if later else "draining",
+            started_at=begin,
             updated_at=now,
+            start_at=start_at,
             events=existing.events if existing else (),
             serial_no=existing.serial_no if existing else 0,
             ctime=existing.ctime if existing else 0.0,
             **strategy,
         )
-    return with_events(record, now, strategy_event(absolute, max_parallel)), effects
+        if start_at is not None:
+            events.append(scheduled_event(start_at) if later else past_event(start_at))
+    events.append(strategy_event(absolute, max_parallel))
+    return with_events(record, now, *events), effects
 
 
 def cancel_node_drain(record: DrainRecord, now: float, *, keep_drained: bool) -> DrainRecord:
     """Cancel a drain in progress (`status: "canceled"`); unless `keep_drained`, the node's
     `drained` flag goes back to false.  On a finished drain only the flag is affected.
 
-    The cancels and the OP_NODE_SET_PARAMS job themselves come from the next step.
+    The cancels and the OP_NODE_SET_PARAMS job themselves come from the next step.  A
+    scheduled drain never started: it is canceled with no job at all.
     """
+    if record.status == "scheduled":
+        return cancel_scheduled(record, now)
     undrain = record.undrain or not keep_drained
     if record.status == "draining":
         record = msgspec.structs.replace(record, status="canceled", completed_at=now)
@@ -194,6 +224,18 @@ def submit_refused(record: DrainRecord, effect: Submit, message: str, now: float
         blocked = {**record.blocked, effect.instance: Blocked(reason=message)}
         record = msgspec.structs.replace(record, blocked=blocked)
     return with_events(record, now, f"{who}: {JOB_NOUN[effect.kind]} job refused: {message}")
+
+
+def tagged_jobs(jobs: Iterable[Job]) -> dict[int, str]:
+    """The live jobs that carry a drain's `lw:drain-job` reason, with its text (what
+    `adopt_jobs` looks for after a restart)."""
+    out: dict[int, str] = {}
+    for job in jobs:
+        for op in job.ops:
+            for entry in op.input.get("reason") or ():
+                if isinstance(entry, list | tuple) and entry and entry[0] == TAG_SOURCE:
+                    out[job.id] = str(entry[1])
+    return out
 
 
 def adopt_jobs(record: DrainRecord, tagged: Mapping[int, str], now: float) -> DrainRecord:

@@ -25,6 +25,7 @@ from luxid.drains.record import (
     JobKind,
     with_events,
 )
+from luxid.jobs import Job, job_status
 
 _GOING: dict[JobKind, str] = {"migrate": "migrating", "failover": "failing over"}
 _DONE: dict[JobKind, str] = {
@@ -41,6 +42,19 @@ class JobFacts(msgspec.Struct, frozen=True, kw_only=True):
 
     status: str
     error: str | None = None
+
+
+def job_facts(job: Job) -> JobFacts:
+    """A job's status and, for a failed or canceled one, the result of the opcode that
+    ended it (the error message jobproc reported)."""
+    status = job_status(job)
+    error = None
+    if status in ("error", "canceled"):
+        for op in job.ops:
+            if op.status == status and op.result is not None:
+                error = op.result if isinstance(op.result, str) else str(op.result)
+                break
+    return JobFacts(status=status, error=error)
 
 
 def _why(facts: JobFacts) -> str:

@@ -24,6 +24,7 @@ from client.drains import (
     Mode,
     Status,
 )
+from client.errors import InvalidParams
 from client.vocabulary import PRIORITY_MIN
 
 __all__ = [
@@ -40,8 +41,10 @@ __all__ = [
     "JobKind",
     "Mode",
     "Status",
+    "check_target",
     "clock",
     "events_since",
+    "may_act",
     "node_target",
     "touched",
     "with_events",
@@ -91,3 +94,21 @@ def events_since(record: DrainRecord, since: int) -> list[Event]:
 def touched(old: DrainRecord, new: DrainRecord, now: float) -> DrainRecord:
     """`new`, with `updated_at` = now if anything changed since `old`."""
     return new if new == old else msgspec.structs.replace(new, updated_at=now)
+
+
+def check_target(target: str) -> None:
+    """InvalidParams unless `target` is `queue` or `node/<name>`."""
+    if target != QUEUE_TARGET and not (target.startswith(NODE_PREFIX) and len(target) > 5):
+        raise InvalidParams(
+            f'param `target`: must be "queue" or "node/<name>", got {target!r}',
+            {"param": "target"},
+        )
+
+
+def may_act(record: DrainRecord) -> bool:
+    """Whether a pass could do anything for the drain, so that a configuration change
+    should run one (a scheduled drain waits for its timer; an ended one may still have
+    to undrain its node)."""
+    if record.status == "draining" or record.active:
+        return True
+    return record.undrain and not any(job.kind == "undrained" for job in record.all_jobs())

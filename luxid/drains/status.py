@@ -53,6 +53,7 @@ def drain_status(
         target=record.target,
         status=record.status,
         started_at=record.started_at,
+        start_at=record.start_at,
         updated_at=record.updated_at,
         deadline=record.deadline,
         max_parallel=record.max_parallel,

@@ -1,9 +1,11 @@
-"""The deadline timer heap: a deadline fires within 100 ms (docs/contracts.md#node-drain).
+"""The deadline timer heap: a deadline fires within 100 ms (docs/contracts.md#node-drain), a
+scheduled drain starts at its start time (docs/contracts.md#scheduled-drains).
 
 Pure data: the shell keeps one `DeadlineHeap`, sets each drain's next timer after every
 step (`next_timer`), arms one event-loop timer for `peek()`, and when it fires runs a step
-for the drains `pop_due(now)` returns.  Deadlines are absolute times stored in the records,
-so after a restart the heap is rebuilt from them and a deadline already past fires at once.
+for the drains `pop_due(now)` returns.  Deadlines and start times are absolute times stored in
+the records, so after a restart the heap is rebuilt from them and one already past fires at
+once.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from luxid.drains.record import DrainRecord
 
 
 def next_timer(record: DrainRecord) -> float | None:
-    """When the drain needs a step with no other event: its deadline until it fired, then
-    (queue drains) the time canceled jobs still running are killed."""
+    """When the drain needs a step with no other event: a scheduled drain's start time;
+    its deadline until it fired, then (queue drains) the time canceled jobs still running
+    are killed."""
+    if record.status == "scheduled":
+        return record.start_at
     if record.status != "draining":
         return None
     if record.deadline is not None and not record.deadline_reached:

@@ -223,7 +223,8 @@ def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
     inst = view.instances[instance]
     running = inst.admin_state == "up"
     memory, vcpus = (inst.memory, inst.vcpus) if running else (0, 0)
-    candidates = [_room(view, n, inst, memory, vcpus) for n in view.nodes.values()]
+    used = _USED.get(view.instances)  # once per call: placement asks for every node
+    candidates = [_room(view, n, inst, memory, vcpus, used) for n in view.nodes.values()]
     skip = exclude | {inst.primary_node}
     room = choose(candidates, memory, vcpus, skip)
     if room is None:
@@ -231,9 +232,17 @@ def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
     return room.name
 
 
-def _room(view: ClusterView, node: NodeFacts, inst: InstanceFacts, memory: int, vcpus: int) -> Room:
-    """The node's room as placement sees it for `inst` (not counting `inst` itself)."""
-    mem, cpus = view.used(node.name)
+def _room(
+    view: ClusterView,
+    node: NodeFacts,
+    inst: InstanceFacts,
+    memory: int,
+    vcpus: int,
+    used: Mapping[str, tuple[int, int]],
+) -> Room:
+    """The node's room as placement sees it for `inst` (not counting `inst` itself);
+    `used` is the view's use per node."""
+    mem, cpus = used.get(node.name, (0, 0))
     if node.name == inst.primary_node:
         mem, cpus = mem - memory, cpus - vcpus
     ok = eligible(node.offline, node.drained, node.vm_capable)

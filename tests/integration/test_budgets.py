@@ -229,3 +229,14 @@ def test_dashboard_shows_each_budget_with_its_disrupted_members(web, daemon_fact
             assert "0 of 1 disrupted" in head
 
     asyncio.run(look())
+
+
+def test_a_drain_plan_lists_the_budgets_that_pace_it(web):
+    stack = web
+    plan = msgspec.to_builtins(stack.lc.plan_node_drain(node="web1-a", max_parallel=4))
+    assert plan["budgets"] == [["web", 1, 1]] and plan["waves"] == 1
+    assert [m[0] for m in plan["moves"]] == ["web1"] and plan["blocked"] == []
+    stack.lc.set_budget(name="web", tags=["web"], max_disrupted=0)
+    plan = msgspec.to_builtins(stack.lc.plan_node_drain(node="web1-a"))
+    assert plan["moves"] == []
+    assert plan["blocked"] == [["web1", "budget web: 0 of 0 disrupted"]]

@@ -230,8 +230,8 @@ def test_drain_status_table_and_one_node():
     out = io.StringIO()
     run(["node", "drain-status", "--separator", "|"], luxi, out)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "TARGET|STATUS|PROGRESS|RUNNING|BLOCKED|DEADLINE|MESSAGE"
-    assert lines[1].startswith("node/node1|draining|1/2 moved, 1 running|1||")
+    assert lines[0] == "TARGET|STATUS|START_AT|PROGRESS|RUNNING|BLOCKED|DEADLINE|MESSAGE"
+    assert lines[1].startswith("node/node1|draining|-|1/2 moved, 1 running|1||")
     out = io.StringIO()
     run(["node", "drain-status", "node1", "-o", "target,remaining"], luxi, out)
     assert out.getvalue().splitlines() == ["target:    node/node1", "remaining: 1"]

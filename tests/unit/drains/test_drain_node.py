@@ -29,6 +29,7 @@ DRAIN_STATUS_FIELDS = [
     "blocked",
     "shut_down",
     "jobs",
+    "start_at",
 ]
 
 
