@@ -6,14 +6,13 @@ with the instances' tags and states they need.  Every read of the configuration 
 write of luxid's own (`set_budget`, `delete_budget`) rebuilds the book
 (luxid.budgets.build_book) and hands it to the scheduler before it answers, so what
 `query_budgets` shows is what the next scheduling pass judges by.  A start past a budget
-(an override) becomes the budget's event, durable in the job store, and the event of the
-drain that submitted the job.
+(an override) becomes the budget's event, durable in the job store.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -28,8 +27,6 @@ from luxid.queue import Queue
 from luxid.wconfd_link import WconfdLink
 
 EVENTS_KEPT: Final = 100  # per budget, in query_budgets
-# Told (job id, event) of a job started past a budget: the drain that submitted it notes it.
-TellDrain = Callable[[int, str], object]
 
 
 class BudgetService:
@@ -42,7 +39,6 @@ class BudgetService:
         self.records: dict[str, BudgetRecord] = {}
         self._instances: list[InstanceFacts] = []
         self._events: dict[str, list[tuple[float, str]]] | None = None  # read lazily
-        self.tell_drain: TellDrain | None = None
 
     @property
     def book(self) -> BudgetBook:
@@ -102,12 +98,10 @@ class BudgetService:
         """Jobs were started past a budget (a pass's `exceeded`): record the events."""
         now = time.time()
         events = self._kept_events()
-        for name, job_id, message in starts:
+        for name, _, message in starts:
             kept = events.setdefault(name, [])
             kept.append((now, message))
             del kept[:-EVENTS_KEPT]
-            if self.tell_drain is not None:
-                self.tell_drain(job_id, message)
         drafts = [budget_event("event", name, {"message": m}, now) for name, _, m in starts]
         self.queue.live.note_events(drafts)
 

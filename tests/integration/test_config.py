@@ -62,8 +62,10 @@ def test_fresh_state_dir_has_cluster_and_default_group(wconfd):
         "networks",
         "filters",
         "drains",
+        "budgets",
     }
     assert doc["drains"] == {}
+    assert doc["budgets"] == {}
     assert doc["version"] == 1
     assert doc["cluster"]["name"] == "lockwarden"
     assert doc["cluster"]["lock_enforcement"] == "enforce"
