@@ -175,6 +175,11 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     added = await call(lc, "submit_job", ops=[{"OP_ID": "OP_NODE_ADD", "node_name": "d1"}])
     while (await call(lc, "query_jobs", ids=[added], fields=["status"]))[0][0] not in FINAL:
         await asyncio.sleep(0.02)
+    plan = await call(lc, "plan_node_drain", node="d1", max_parallel=2)
+    assert plan.node == "d1" and plan.moves == []
+    budget = await call(lc, "set_budget", name="b1", tags=["t1"], max_disrupted=1)
+    assert budget.members == [] and (await call(lc, "query_budgets"))[0].name == "b1"
+    assert await call(lc, "delete_budget", name="b1") is None
     started = await call(lc, "drain_node", node="d1", deadline=None, max_parallel=2)
     assert started.target == "node/d1"
     change = await call(lc, "wait_for_drain_change", target="node/d1", since_event=0, timeout=5)
@@ -207,8 +212,8 @@ def test_sync_stub_results_are_plain_json(daemons):
     wc_cls, lc_cls = _recording(WConfdClient, seen), _recording(LuxiClient, seen)
     stubs = [wc_cls(wsock, name=n) for n in ("a", "b", "c")]
 
-    async def call(stub: Any, name: str, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(getattr(stub, name), **kwargs)
+    async def call(stub: Any, method: str, /, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(stub, method), **kwargs)
 
     asyncio.run(_scenario(*stubs, lc_cls(lsock), call))
     _check(seen)
@@ -219,8 +224,8 @@ def test_async_stub_results_are_plain_json(daemons):
     wsock, lsock = daemons
     wc_cls, lc_cls = _recording(AsyncWConfdClient, seen), _recording(AsyncLuxiClient, seen)
 
-    async def call(stub: Any, name: str, **kwargs: Any) -> Any:
-        return await getattr(stub, name)(**kwargs)
+    async def call(stub: Any, method: str, /, **kwargs: Any) -> Any:
+        return await getattr(stub, method)(**kwargs)
 
     async def main() -> None:
         stubs = [wc_cls(wsock, name=n) for n in ("a", "b", "c")]

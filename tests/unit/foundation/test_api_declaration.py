@@ -149,7 +149,7 @@ def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
         "query_jobs", "wait_for_job_change", "query_queue_info", "query_filters",
         "get_metrics", "query_drains", "wait_for_drain_change", "get_role", "list_roles",
         "wait_queue_change", "wait_locks_change", "query_queue_overview", "lock_waits", "why_job",
-        "query_budgets",
+        "query_budgets", "plan_node_drain",
         "watch_events",
     }  # fmt: skip
     idempotent = {
