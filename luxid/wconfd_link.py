@@ -22,11 +22,12 @@ wait for the queue).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,7 @@ class WconfdLink:
         # (set by luxid.term: the queue takes the settings, then the drains re-plan).
         self.on_config: OnConfig | None = None
         self._task: asyncio.Task[None] | None = None
-        self._writes_begun = 0  # luxid's own filter writes, begun / ended
+        self._writes_begun = 0  # luxid's own filter and budget writes, begun / ended
         self._writes_ended = 0
 
     def start(self) -> None:
@@ -137,6 +138,16 @@ class WconfdLink:
             )
         return True
 
+    @contextlib.contextmanager
+    def _own_write(self) -> Iterator[None]:
+        """Count one of luxid's own writes, so that a read overlapping it is dropped
+        (see the module doc)."""
+        self._writes_begun += 1
+        try:
+            yield
+        finally:
+            self._writes_ended += 1
+
     async def lock_waits(self) -> list[LockWait]:
         """wconfd's lock waits: who waits for which lock, held by whom (why_job)."""
         return await self.client.lock_waits()
@@ -180,11 +191,8 @@ class WconfdLink:
             key, priority, predicates, action, reason,
             watermark=watermark, now_ns=time.time_ns(),
         )  # fmt: skip
-        self._writes_begun += 1
-        try:
+        with self._own_write():
             return await self._write_rule(rule)
-        finally:
-            self._writes_ended += 1
 
     async def _write_rule(self, rule: FilterRule) -> FilterRule:
         key = rule.uuid
@@ -205,11 +213,8 @@ class WconfdLink:
 
     async def delete_filter(self, uuid: str) -> None:
         """Remove a rule from wconfd (NotFound if there is none)."""
-        self._writes_begun += 1
-        try:
+        with self._own_write():
             await self.client.remove_object(kind="filter", key=uuid)
-        finally:
-            self._writes_ended += 1
 
     async def _get_filter(self, uuid: str) -> FilterRule | None:
         try:
@@ -221,8 +226,7 @@ class WconfdLink:
 
     async def write_budget(self, name: str, tags: list[str], max_disrupted: int) -> BudgetRecord:
         """Add the budget, or replace the one of that name (its serial grows); as stored."""
-        self._writes_begun += 1
-        try:
+        with self._own_write():
             for _ in range(WRITE_ATTEMPTS):
                 wire: dict[str, Any] = {"name": name, "tags": tags, "max_disrupted": max_disrupted}
                 try:
@@ -238,13 +242,8 @@ class WconfdLink:
                 except (errors.StaleObjectError, errors.AlreadyExists, errors.NotFound):
                     continue  # another writer changed the budget meanwhile: read it again
             raise errors.StorageError(f"budget {name} keeps changing under us; try again")
-        finally:
-            self._writes_ended += 1
 
     async def delete_budget(self, name: str) -> None:
         """Remove a budget from wconfd (NotFound if there is none)."""
-        self._writes_begun += 1
-        try:
+        with self._own_write():
             await self.client.remove_object(kind="budget", key=name)
-        finally:
-            self._writes_ended += 1
