@@ -7,23 +7,23 @@ luxid.term builds the service and connects the two events it follows.
 
 One decision path, event-driven, on the event loop:
 
-- a pass runs when a drain job changes status (`jobs_changed`, told by the queue), the
-  configuration changes (`config_changed`, after luxid.wconfd_link read it), an operator calls a
-  drain method, a deadline timer of the heap fires, and once more after effects were
-  carried out; never on a timer alone.  Requests made while a pass runs coalesce into
-  one more pass, and passes for job events are at least PASS_SPACING apart (a due
-  deadline does not wait).  Only passes for which the configuration may have changed
-  (a drain job ended, a config change, a timer, an operator call) read it again.
-- a pass gathers the facts of the drains' jobs *before* reading the configuration, so
-  the view is at least as new as every job end it is fed with; runs `moves.step` over
-  the node drains and `queue_drain.step` over the queue drain; carries out the effects in
-  order (an internal submit the drain flag does not refuse, cancels, priority changes,
-  the queue drain's filter rule) and reports each back to the core; only then writes the
-  changed records to wconfd (`drains`), so a crash in between leaves jobs that the next
-  start finds again by their `lw:drain-job` reason (`node.adopt_jobs`).
-- after each write the followers of the drain (`wait_for_drain_change`) are woken and
-  the drain's next timer is put in the heap; one event-loop timer is armed for the
-  earliest.  Deadlines are absolute, so a restarted luxid fires a past one at once.
+- a pass runs when a drain job changes status (`jobs_changed`, told by the queue), a
+  disruptive job ends while a budget holds a drain's move, the configuration changes
+  (`config_changed`), an operator calls a drain method, a deadline timer fires, and once
+  more after effects were carried out; never on a timer alone.  Requests made while a
+  pass runs coalesce into one more, passes for job events are at least PASS_SPACING
+  apart (a due deadline does not wait), and only passes for which the configuration may
+  have changed read it again.
+- a pass gathers the facts of the drains' jobs *before* reading the configuration (the
+  view is at least as new as every job end it is fed with); runs `moves.step` over the
+  node drains, with the budget rule as the scheduler applies it (luxid.drain_budgets),
+  and `queue_drain.step` over the queue drain; carries out the effects in order and
+  reports each back to the core; only then writes the changed records to wconfd, so a
+  crash in between leaves jobs that the next start finds again by their `lw:drain-job`
+  reason (`node.adopt_jobs`).
+- after each write the drain's followers (`wait_for_drain_change`) are woken and its next
+  timer is put in the heap; one event-loop timer is armed for the earliest.  Deadlines
+  are absolute, so a restarted luxid fires a past one at once.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import msgspec
 from client import errors
 from client._server.metrics import Registry
 from client.api.luxi import DrainChange, DrainPlan, DrainStatus
+from luxid.drain_budgets import DrainBudgets
 from luxid.drains import (
     QUEUE_TARGET,
     CancelJob,
@@ -61,7 +62,7 @@ from luxid.drains import (
     view_from_config,
 )
 from luxid.drains.node import tagged_jobs
-from luxid.drains.plan import PlanBudget, plan_node_drain
+from luxid.drains.plan import plan_node_drain
 from luxid.drains.progress import job_facts
 from luxid.drains.record import (
     DRAIN_KILL_GRACE,
@@ -70,6 +71,7 @@ from luxid.drains.record import (
     Status,
     check_target,
     may_act,
+    with_events,
 )
 from luxid.drains.view import place
 from luxid.events import drain_event
@@ -102,6 +104,7 @@ class DrainService:
         self.link = link  # the drain records and the configuration, in wconfd
         self.filter_writes = filter_writes  # the queue drain's rule
         self.metrics = metrics
+        self.budgets = DrainBudgets(queue)  # the budget rule, as the scheduler applies it
         self.kill_after = kill_after  # a queue drain's deadline: when to kill
         self.records: dict[str, DrainRecord] = {}
         self.view = ClusterView(nodes={}, instances={})
@@ -116,6 +119,7 @@ class DrainService:
         self._opener: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._changed: dict[str, asyncio.Future[None]] = {}
+        self._notes: dict[str, list[str]] = {}  # events for a drain's next write
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -160,13 +164,15 @@ class DrainService:
     # -- events --------------------------------------------------------------------------
 
     def jobs_changed(self, ids: Iterable[int]) -> None:
-        """Jobs changed (durably): a pass if a drain's job has a new status (a log entry
-        or a pending reason does not concern the drains); one that ended may have changed
-        the configuration, so that pass reads it again."""
+        """Jobs changed (durably): a pass if a drain's job has a new status (one that
+        ended may have changed the configuration: that pass reads it again), or if a job
+        that ended may let a move a budget holds go."""
         changed = False
+        held = DrainBudgets.holds_a_move(self.records.values())
         for job_id in ids:
             seen = self._tracked.get(job_id)
             if seen is None:
+                changed = changed or (held and self.budgets.freed(job_id))
                 continue
             job = self.queue.get(job_id)
             status = None if job is None else job_status(job)
@@ -175,6 +181,16 @@ class DrainService:
                 self._stale = self._stale or status is None or status in FINALIZED
         if changed:
             self.request()
+
+    def budget_exceeded(self, starts: Iterable[tuple[str, int, str]]) -> None:
+        """Jobs started past a budget: each event also goes to the job's drain."""
+        # By the job's `lw:drain-job` tag: it may start before its drain recorded it.
+        jobs = (self.queue.get(job_id) for _, job_id, _ in starts)
+        tags = tagged_jobs(job for job in jobs if job is not None)
+        for _, job_id, text in starts:
+            if job_id in tags:
+                self._notes.setdefault(tags[job_id].split(" ")[0], []).append(text)
+                self.request()
 
     def config_changed(self) -> None:
         """The configuration changed: a pass if some drain may act on it.  A drain with
@@ -233,13 +249,8 @@ class DrainService:
     # -- the pass ------------------------------------------------------------------------
 
     def _facts(self) -> dict[int, JobFacts]:
-        facts: dict[int, JobFacts] = {}
-        for record in self.records.values():
-            for job in record.active:
-                found = self.queue.find(job.id)
-                if found is not None:
-                    facts[job.id] = job_facts(found)
-        return facts
+        jobs = (self.queue.find(job.id) for r in self.records.values() for job in r.active)
+        return {job.id: job_facts(job) for job in jobs if job is not None}
 
     async def _read_view(self) -> ClusterView:
         self._stale = False  # a change from now on needs another read
@@ -257,8 +268,14 @@ class DrainService:
         # that only started, or for recording effects, plans on the last view.
         view = await self._read_view() if self._stale or changed is not None else self.view
         now = time.time()
-        base = self.records if changed is None else changed
-        records, more = moves.step(base, view, jobs, now, place)
+        base = dict(self.records if changed is None else changed)
+        notes, self._notes = self._notes, {}
+        for target, texts in notes.items():
+            if target in base:
+                base[target] = with_events(base[target], now, *texts)
+        records, more = moves.step(
+            base, view, jobs, now, place, self.budgets.gate(self.records.values())
+        )
         queued = records.get(QUEUE_TARGET)
         if queued is not None:
             records[QUEUE_TARGET], extra = queue_drain.step(queued, jobs, now, self.kill_after)
@@ -362,7 +379,12 @@ class DrainService:
             await self._pass(effects, records)
             if self._wanted:
                 self.request()
-            return drain_status(self.records[target], self.view, self._facts())
+            return self._status(self.records[target])
+
+    def _status(self, record: DrainRecord) -> DrainStatus:
+        """A drain's status now, blocked moves with their budgets' reasons as they are."""
+        reason = self.budgets.reason(self.records.values())
+        return drain_status(record, self.view, self._facts(), reason)
 
     async def drain_node(
         self,
@@ -391,25 +413,8 @@ class DrainService:
         view = view_from_config(await self.link.get_config())
         records = list(self.records.values())
         return plan_node_drain(
-            view, records, name, max_parallel, place, budgets=self._plan_budgets()
+            view, records, name, max_parallel, place, budgets=self.budgets.plan_budgets()
         )
-
-    def _plan_budgets(self) -> list[PlanBudget]:
-        """The disruption budgets as the scheduler judges by them now, for a plan."""
-        scheduler = self.queue.scheduler
-        count = scheduler.budget_count(scheduler.running())
-        if count is None:
-            return []
-        book = count.book
-        return [
-            PlanBudget(
-                name=name,
-                max_disrupted=book.limits[name],
-                members=frozenset(book.members[name]),
-                reason=count.reason(name),
-            )
-            for name in sorted(book.budgets)
-        ]
 
     async def cancel_node_drain(self, name: str, keep_drained: bool) -> DrainStatus:
         target = node_target(name)
@@ -451,12 +456,12 @@ class DrainService:
         """Every node drain, then the queue drain if any."""
         await self.ready.wait()
         facts = self._facts()
+        reason = self.budgets.reason(self.records.values())
         order = sorted(self.records, key=lambda t: (t == QUEUE_TARGET, t))
-        return [drain_status(self.records[t], self.view, facts) for t in order]
+        return [drain_status(self.records[t], self.view, facts, reason) for t in order]
 
     def queue_drain_rule(self) -> tuple[str, Mode] | None:
-        """The uuid and mode of the queue drain's filter rule, if there is a queue drain
-        (why_job tells a job its rule holds from one held by another rule)."""
+        """The uuid and mode of the queue drain's filter rule, if any (for why_job)."""
         record = self.records.get(QUEUE_TARGET)
         if record is None or record.mode is None:
             return None
@@ -479,7 +484,7 @@ class DrainService:
                 raise errors.NotFound(f"{target} has no drain (see `lw node drain-status`)")
             events = events_since(record, since)
             if events:
-                status = drain_status(record, self.view, self._facts())
+                status = self._status(record)
                 return DrainChange(status=status, events=[list(e) for e in events])
             left = deadline - loop.time()
             if left <= 0:

@@ -93,7 +93,7 @@ class LuxidTerm:
         term = cls(queue, link, drains, budgets, service)
         # The events, before anything can happen.
         link.on_config = term.config_read
-        queue.scheduler.on_exceeded = budgets.exceeded
+        queue.scheduler.on_exceeded = term.budget_exceeded
         queue.tell_job_changes(drains.jobs_changed)
         # Then start: reattach the surviving job processes, follow the configuration,
         # resume the drains.
@@ -103,6 +103,12 @@ class LuxidTerm:
         link.start()
         drains.start()
         return term
+
+    def budget_exceeded(self, starts: list[tuple[str, int, str]]) -> None:
+        """Jobs started past a budget: the event goes to the budget, and to the drain
+        whose job it is."""
+        self.budgets.exceeded(starts)
+        self.drains.budget_exceeded(starts)
 
     def config_read(self, read: ConfigRead) -> None:
         """The link read the configuration after a change: the queue takes its settings

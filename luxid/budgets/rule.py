@@ -107,7 +107,7 @@ class BudgetCount:
         self._listed: dict[str, list[tuple[str, str]]] = {}  # cache of `disrupted`
         self._reasons: dict[str, str] = {}  # cache of `reason`
         for job in started:
-            self._add(job, self._of(job)[0])
+            self._add(f"job {job.id}", self._of(job)[0])
 
     def count(self, name: str) -> int:
         """How many members of budget `name` are disrupted now."""
@@ -137,16 +137,26 @@ class BudgetCount:
         if not found or override is not None:
             return None
         if len(found) == 1:  # the common case, without building sets
-            inst = found[0][0]
-            limits, count = self.book.limits, self._count
-            for name in self.book.of_instance.get(inst, ()):
-                if count[name] >= limits[name] and not self._disrupted(name, inst):
-                    return Hold("budget", self.reason(name), key=name)
-            return None
+            name = self.held_by(found[0][0])
+            return None if name is None else Hold("budget", self.reason(name), key=name)
         for name, new in self._new_members(found):
             if self._count[name] + new > self.book.limits[name]:
                 return Hold("budget", self.reason(name), key=name)
         return None
+
+    def held_by(self, inst: str) -> str | None:
+        """The budget (the first by name) that would hold a disruptive job on `inst` now,
+        or None (a drain asks this before it submits a move)."""
+        limits, count = self.book.limits, self._count
+        for name in self.book.of_instance.get(inst, ()):
+            if count[name] >= limits[name] and not self._disrupted(name, inst):
+                return name
+        return None
+
+    def plan(self, inst: str, op_id: str) -> None:
+        """Count a disruptive job on `inst` that a drain decided to submit as started, so
+        the rest of its pass judges by it."""
+        self._add("planned", ((inst, op_id),))
 
     def _disrupted(self, name: str, inst: str) -> bool:
         return inst in self.book.down[name] or inst in self._by_job.get(name, ())
@@ -162,7 +172,7 @@ class BudgetCount:
             for name, new in self._new_members(found):
                 if self._count[name] + new > self.book.limits[name]:
                     exceeded.append((name, exceeded_message(name, job.id, override)))
-        self._add(job, found)
+        self._add(f"job {job.id}", found)
         return exceeded
 
     def _new_members(self, found: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
@@ -174,14 +184,15 @@ class BudgetCount:
                     new.setdefault(name, set()).add(inst)
         return sorted((name, len(insts)) for name, insts in new.items())
 
-    def _add(self, job: Job, found: Sequence[tuple[str, str]]) -> None:
+    def _add(self, label: str, found: Sequence[tuple[str, str]]) -> None:
+        """Count `found` as disrupted by the job `label` names (`job 41`)."""
         of_instance = self.book.of_instance
         for inst, op_id in found:
             for name in of_instance.get(inst, ()):
                 by_job = self._by_job.setdefault(name, {})
                 if inst in by_job:
                     continue
-                by_job[inst] = f"job {job.id} {op_id}"
+                by_job[inst] = f"{label} {op_id}"
                 if inst not in self.book.down[name]:
                     self._count[name] += 1
                 self._listed.pop(name, None)

@@ -16,7 +16,10 @@ scheduled does nothing.  Per draining node, in order:
    `max_parallel` unfinished at once, each to the node placement chose on the view with
    every move under way counted as done, never to a node being drained; an instance with
    no room is reported blocked and tried again only when the room on the cluster changed
-   (its capacity key differs), never in a loop;
+   (its capacity key differs), never in a loop; an instance whose move a disruption
+   budget would hold now (`BudgetGate`, the scheduler's rule with every drain's
+   submitted moves counted) is reported blocked by that budget, and the drain goes on
+   with other instances; it is asked again in every pass;
 4. after the deadline: OP_INSTANCE_FAILOVER for every instance still there (no limit),
    OP_INSTANCE_SHUTDOWN for one that no node can take (or whose failover failed);
 5. complete when no instance is left (or, after the deadline, nothing more can be done)
@@ -30,15 +33,41 @@ drain for it is unfinished, and an instance a drain moved is not moved again by 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Final, Protocol
 
 import msgspec
 
 from luxid.drains.effects import CancelJob, Effect
 from luxid.drains.node import MOVES, submit
 from luxid.drains.progress import JobFacts, refresh
-from luxid.drains.record import Blocked, DrainRecord, touched, with_events
+from luxid.drains.record import (
+    Blocked,
+    DrainRecord,
+    budget_blocked,
+    held_budget,
+    touched,
+    with_events,
+)
 from luxid.drains.schedule import start_due
 from luxid.drains.view import ClusterView, NoRoom, Placement, capacity_key
+
+MIGRATE_OP: Final = "OP_INSTANCE_MIGRATE"
+# An event names at most this many instances a budget newly holds (`… and 970 more`).
+HELD_NAMED: Final = 5
+
+
+class BudgetGate(Protocol):
+    """The disruption budgets' rule as a drain asks it before submitting a move
+    (luxid.budgets.BudgetCount)."""
+
+    def held_by(self, inst: str) -> str | None:
+        """The budget that would hold a move of `inst` now, or None."""
+
+    def reason(self, name: str) -> str:
+        """Why budget `name` holds a move now (`budget web: 1 of 1 disrupted (…)`)."""
+
+    def plan(self, inst: str, op_id: str) -> None:
+        """Count a move of `inst` just decided as a disruption."""
 
 
 class Planner:
@@ -104,6 +133,18 @@ def _cancels(record: DrainRecord, kinds: frozenset[str]) -> tuple[DrainRecord, l
     return record, [CancelJob(target=record.target, job_id=i) for i in ids]
 
 
+def _held_events(held: Mapping[str, list[str]], gate: BudgetGate) -> list[str]:
+    """One event per budget that newly holds instances: `web3, web4: held by budget web:
+    1 of 1 disrupted (…)`."""
+    events = []
+    for budget, names in sorted(held.items()):
+        shown = ", ".join(names[:HELD_NAMED])
+        if len(names) > HELD_NAMED:
+            shown += f" and {len(names) - HELD_NAMED} more"
+        events.append(f"{shown}: held by {gate.reason(budget)}")
+    return events
+
+
 def _migrations(
     record: DrainRecord,
     view: ClusterView,
@@ -111,18 +152,28 @@ def _migrations(
     now: float,
     plan: Planner,
     busy: set[str],
+    gate: BudgetGate | None,
 ) -> tuple[DrainRecord, list[Effect]]:
-    """Start moves while fewer than max_parallel are unfinished."""
+    """Start moves while fewer than max_parallel are unfinished, none past a budget."""
     room = record.max_parallel - sum(1 for job in record.active if job.kind == "migrate")
     effects: list[Effect] = []
     blocked = dict(record.blocked)
     events: list[str] = []
+    held: dict[str, list[str]] = {}  # budget -> the instances it newly holds
     for name in left:
-        if room <= 0:
-            break
         if name in busy:
             continue
         before = blocked.get(name)
+        budget = None if gate is None else gate.held_by(name)
+        if budget is not None:  # listed whether or not max_parallel has room
+            blocked[name] = budget_blocked(budget)
+            if before is None or held_budget(before) != budget:
+                held.setdefault(budget, []).append(name)
+            continue
+        if before is not None and held_budget(before) is not None:
+            before = blocked.pop(name)  # no budget holds it now
+        if room <= 0:
+            continue
         if before is not None and before.key == plan.key:
             continue  # nothing changed that could give it room
         try:
@@ -135,8 +186,12 @@ def _migrations(
         blocked.pop(name, None)
         effects.append(submit(record, "migrate", now, instance=name, node=target))
         plan.move(name, target)
+        if gate is not None:
+            gate.plan(name, MIGRATE_OP)
         busy.add(name)
         room -= 1
+    if gate is not None:
+        events += _held_events(held, gate)
     record = msgspec.structs.replace(record, blocked=blocked)
     return with_events(record, now, *events), effects
 
@@ -148,11 +203,13 @@ def _deadline_moves(
     now: float,
     plan: Planner,
     busy: set[str],
+    gate: BudgetGate | None,
 ) -> tuple[DrainRecord, list[Effect]]:
     """Fail over every instance still there; shut down what no node takes.
 
     Each instance gets at most one failover and one shutdown; one that was shut down
-    stays, and placement is asked again only when the room changed.
+    stays, and placement is asked again only when the room changed.  Budgets do not hold
+    them (`gate` is not asked): the deadline goes past them, and the budgets record it.
     """
     tried = {(job.kind, job.instance) for job in record.all_jobs()}
     effects: list[Effect] = []
@@ -189,7 +246,12 @@ def _complete(record: DrainRecord, now: float, message: str) -> DrainRecord:
 
 
 def _draining(
-    record: DrainRecord, view: ClusterView, now: float, plan: Planner, busy: set[str]
+    record: DrainRecord,
+    view: ClusterView,
+    now: float,
+    plan: Planner,
+    busy: set[str],
+    gate: BudgetGate | None,
 ) -> tuple[DrainRecord, list[Effect]]:
     effects: list[Effect] = []
     if record.deadline is not None and now >= record.deadline and not record.deadline_reached:
@@ -204,7 +266,7 @@ def _draining(
         return record, [*effects, submit(record, "drained", now)]
     left = remaining(record, view)
     decide = _deadline_moves if record.deadline_reached else _migrations
-    record, more = decide(record, view, left, now, plan, busy)
+    record, more = decide(record, view, left, now, plan, busy, gate)
     effects += more
     if effects or record.active:
         return record, effects
@@ -238,10 +300,13 @@ def step(
     jobs: Mapping[int, JobFacts],
     now: float,
     place: Placement,
+    budgets: BudgetGate | None = None,
 ) -> tuple[dict[str, DrainRecord], list[Effect]]:
     """One pass over the node drains among `records`; the other records are returned as
     they are.  `jobs` must hold the facts of every unfinished job the records list, and
-    `view` must be at least as new as the ends of those jobs."""
+    `view` must be at least as new as the ends of those jobs.  `budgets` is the budget
+    rule with every disruption started or submitted counted (None: no budgets); the pass
+    counts its own moves in it as it decides them."""
     # A scheduled drain whose time came starts first, so that it is no target of moves.
     fresh = {
         t: start_due(refresh(r, jobs, now), now) if r.is_node else r for t, r in records.items()
@@ -260,7 +325,7 @@ def step(
                 keyed = {k: Blocked(reason=b.reason, key=plan.key) for k, b in unkeyed.items()}
                 record = msgspec.structs.replace(record, blocked={**record.blocked, **keyed})
             if record.status == "draining":
-                record, more = _draining(record, view, now, plan, busy)
+                record, more = _draining(record, view, now, plan, busy, budgets)
                 effects += more
             elif record.status != "scheduled":  # a scheduled one waits for its timer
                 record, more = _ended(record, now)

@@ -28,6 +28,7 @@ from client.errors import InvalidParams
 from client.vocabulary import PRIORITY_MIN
 
 __all__ = [
+    "BUDGET_KEY",
     "DRAIN_KILL_GRACE",
     "EVENTS_KEPT",
     "FINALIZED",
@@ -41,9 +42,11 @@ __all__ = [
     "JobKind",
     "Mode",
     "Status",
+    "budget_blocked",
     "check_target",
     "clock",
     "events_since",
+    "held_budget",
     "may_act",
     "node_target",
     "touched",
@@ -65,6 +68,23 @@ JOB_NOUN: Final[dict[JobKind, str]] = {
     "shutdown": "shutdown",
     "job": "queued",
 }
+
+
+# The key of a `Blocked` that a disruption budget holds: `budget:<name>`.  Its stored reason
+# is only `budget <name>`: the count changes with every job, so a status shows the budget's
+# reason as it is then (luxid.drains.status), and the record is not rewritten for it.
+BUDGET_KEY: Final = "budget:"
+
+
+def budget_blocked(name: str) -> Blocked:
+    """An instance whose move budget `name` holds now."""
+    return Blocked(reason=f"budget {name}", key=BUDGET_KEY + name)
+
+
+def held_budget(blocked: Blocked) -> str | None:
+    """The budget that holds the instance, or None (no room, or a refused submit)."""
+    key = blocked.key
+    return key[len(BUDGET_KEY) :] if key is not None and key.startswith(BUDGET_KEY) else None
 
 
 def node_target(node: str) -> str:

@@ -19,8 +19,9 @@ from client import errors
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser_testlib import Browser, chromium_path
-from luxid_testlib import Stack, raises
+from luxid_testlib import Stack, delay, raises
 from test_cli import Lw
+from test_drains_node import drain_jobs, follow, max_overlap
 from test_rapi import ADMIN, Rapi, write_users
 
 pytestmark = pytest.mark.timeout(120)
@@ -240,3 +241,74 @@ def test_a_drain_plan_lists_the_budgets_that_pace_it(web):
     plan = msgspec.to_builtins(stack.lc.plan_node_drain(node="web1-a"))
     assert plan["moves"] == []
     assert plan["blocked"] == [["web1", "budget web: 0 of 0 disrupted"]]
+
+
+def test_two_drains_and_a_manual_migration_never_exceed_the_budget(stack):
+    """A budget of 2 over web1..web5: a manual migration of web5 takes one unit, then n1
+    (web1, web2) and n2 (web3, web4) drain at once while a job holds their only target.
+    The drains submit one move between them (the last unit); the other instances are
+    blocked with the budget's reason, and once the moves can run no more than 2 members
+    are ever disrupted at once; both drains complete."""
+    stack.add_nodes("n1", "n2", "t1", "m1", "m2")
+    with stack.admin() as wc:
+        for name, home in (("web1", "n1"), ("web2", "n1"), ("web3", "n2"), ("web4", "n2"),
+                           ("web5", "m1")):  # fmt: skip
+            wc.add_object(
+                "instance",
+                {"name": name, "primary_node": home, "tags": ["web"], "admin_state": "up"},
+            )
+    stack.lc.set_budget(name="web", tags=["web"], max_disrupted=2)
+    # m2 too: the manual migration stays the only job that can use it.
+    holder = stack.submit(delay(3.0, on_nodes=["t1", "m1", "m2"]))
+    stack.wait_op_running(holder)
+    manual = stack.submit({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "web5",
+                           "target_node": "m2"})  # fmt: skip
+    stack.wait_status(manual, "waiting")  # started: web5 is disrupted
+    for node in ("n1", "n2"):
+        stack.lc.drain_node(node=node, deadline=None, max_parallel=2, message="budget test")
+
+    def held(status: Any) -> list[list[Any]]:
+        return [b for b in status.blocked if str(b[1]).startswith("budget web: 2 of 2 disrupted")]
+
+    stack.until(lambda: sum(len(held(d)) for d in stack.lc.query_drains()) == 3, timeout=20)
+    drains = {d.target: d for d in stack.lc.query_drains()}
+    moves = [
+        job
+        for d in drains.values()
+        for job in drain_jobs(stack, d)
+        if job["op"]["OP_ID"] == "OP_INSTANCE_MIGRATE"
+    ]
+    assert len(moves) == 1, moves  # the last unit's move; nothing past the budget
+    (move,) = moves
+    moved = move["op"]["instance_name"]
+    blocked = sorted(b for d in drains.values() for b in d.blocked)
+    members = [
+        f"{moved}: job {move['id']} OP_INSTANCE_MIGRATE",
+        f"web5: job {manual} OP_INSTANCE_MIGRATE",
+    ]
+    reason = "budget web: 2 of 2 disrupted (" + ", ".join(sorted(members)) + ")"
+    assert blocked == [[n, reason] for n in ("web1", "web2", "web3", "web4") if n != moved]
+    for target in ("node/n1", "node/n2"):
+        follow(stack, target, lambda s: s.status == "complete", timeout=60)
+    assert stack.wait_final(manual) == "success"
+    ended = [j for d in stack.lc.query_drains() for j in drain_jobs(stack, d)]
+    (manual_row,) = stack.lc.query_jobs(ids=[manual], fields=["start_ts", "end_ts"])
+    spans = [(j["start"], j["end"]) for j in ended if j["op"]["OP_ID"] == "OP_INSTANCE_MIGRATE"]
+    assert len(spans) == 4 and all(j["status"] == "success" for j in ended)
+    assert max_overlap([*spans, (manual_row[0], manual_row[1])]) <= 2
+    events = [str(e[2]) for d in ("node/n1", "node/n2") for e in follow(
+        stack, d, lambda s: True)[1]]  # fmt: skip
+    assert any(": held by budget web: 2 of 2 disrupted" in text for text in events), events
+
+
+def test_a_drains_deadline_failover_goes_past_the_budget_and_both_record_it(web):
+    """web1's budget allows no disruption; a drain of its node with a deadline of 0 fails
+    it over anyway, and the budget and the drain both get the event."""
+    stack = web
+    stack.lc.set_budget(name="web", tags=["web"], max_disrupted=0)
+    stack.lc.drain_node(node="web1-a", deadline=0, max_parallel=1, message="now")
+    done, _ = follow(stack, "node/web1-a", lambda s: s.status == "complete")
+    (failover,) = [j for j in drain_jobs(stack, done) if j["op"]["OP_ID"] == "OP_INSTANCE_FAILOVER"]
+    text = f"budget web exceeded by job {failover['id']} (deadline)"
+    follow(stack, "node/web1-a", lambda s: True, until_event=text)
+    assert [m for _, m in rows(stack)[0]["events"]] == [text]

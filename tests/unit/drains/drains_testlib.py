@@ -10,6 +10,9 @@ from typing import Any
 
 import msgspec
 
+from client.budgets import BudgetRecord
+from luxid.budgets import BudgetCount, build_book
+from luxid.budgets import InstanceFacts as BudgetFacts
 from luxid.drains import (
     CancelJob,
     ChangePriority,
@@ -26,8 +29,10 @@ from luxid.drains import (
 )
 from luxid.drains.effects import TAG_SOURCE
 from luxid.drains.view import InstanceFacts, NodeFacts
+from luxid.jobs import Job, new_job
 
 FINAL = ("success", "error", "canceled")
+STARTED = ("waiting", "running", "canceling")
 
 
 def place(view: ClusterView, instance: str, exclude: frozenset[str]) -> str:
@@ -90,6 +95,8 @@ class World:
         self.next_id = 1
         self.log: list[Effect] = []
         self.filters: dict[str, str] = {}
+        self.budgets: list[BudgetRecord] = []  # disruption budgets over `tags`
+        self.tags: dict[str, tuple[str, ...]] = {}
 
     # -- the core, the way the shell calls it ------------------------------------------
 
@@ -98,7 +105,9 @@ class World:
         (what the shell does: applying an effect is an event)."""
         applied: list[Effect] = []
         for _ in range(50):
-            self.records, effects = moves.step(self.records, self.view, self.jobs, self.now, place)
+            self.records, effects = moves.step(
+                self.records, self.view, self.jobs, self.now, place, self.gate()
+            )
             if not effects:
                 return applied
             self.apply(effects)
@@ -161,6 +170,53 @@ class World:
                 self.filters[effect.uuid] = effect.action
             elif isinstance(effect, DeleteFilter):
                 del self.filters[effect.uuid]
+
+    # -- disruption budgets -----------------------------------------------------------------
+
+    def book(self) -> Any:
+        facts = [
+            BudgetFacts(name, self.tags.get(name, ()), inst.admin_state == "up")
+            for name, inst in self.view.instances.items()
+        ]
+        return build_book(self.budgets, facts)
+
+    def job(self, job_id: int) -> Job:
+        return new_job(job_id, [self.ops[job_id]], now=float(job_id))
+
+    def started(self) -> list[Job]:
+        return [self.job(i) for i, f in sorted(self.jobs.items()) if f.status in STARTED]
+
+    def gate(self) -> BudgetCount | None:
+        """The rule as luxid's drains ask it: started jobs and every drain's queued moves
+        counted (luxid.drain_budgets)."""
+        if not self.budgets:
+            return None
+        queued = [
+            self.job(job.id)
+            for record in self.records.values()
+            for job in record.active
+            if job.kind in node.MOVES and self.jobs[job.id].status == "queued"
+        ]
+        return BudgetCount(self.book(), [*self.started(), *queued])
+
+    def schedule(self) -> list[int]:
+        """The scheduler: start every queued job, in id order, that no budget holds."""
+        count = BudgetCount(self.book(), self.started())
+        begun = []
+        for job_id in self.unfinished():
+            if self.jobs[job_id].status == "queued" and count.hold(self.job(job_id)) is None:
+                count.start(self.job(job_id))
+                self.run(job_id)
+                begun.append(job_id)
+        return begun
+
+    def submit_manual(self, instance: str, op_id: str, **params: Any) -> int:
+        """A job an operator submitted (no drain's reason)."""
+        job_id = self.next_id
+        self.next_id += 1
+        self.jobs[job_id] = JobFacts(status="queued")
+        self.ops[job_id] = {"OP_ID": op_id, "instance_name": instance, "reason": [], **params}
+        return job_id
 
     # -- jobs ------------------------------------------------------------------------------
 
