@@ -7,6 +7,11 @@ max_parallel 20.
   start and end timestamps (must not exceed max_parallel).
 - `record_bytes`, `record_writes`: the drain record's final size (JSON) and how many
   times luxid wrote it to wconfd during the drain.
+- `budget`: the same drain on a fresh cluster whose 1,000 instances are all in one
+  disruption budget of 20 (docs/contracts.md#disruption-budgets), with max_parallel 50 so
+  that the budget paces it: `complete_s` (target ≤ 15 s), `most_disrupted` (the most of
+  its members disrupted at once by a started migration, from the jobs' timestamps: never
+  > 20), and `ratio_to_unbudgeted` (its time over the drain above, in the same run).
 - `deadline_delay_ms`: how late a deadline fires — the "deadline passed" event's time
   minus the stored deadline — for `--deadlines` queue drains and one node drain whose
   move waits for a lock (target ≤ 100 ms).
@@ -38,19 +43,25 @@ from client.api.luxi import DrainStatus
 ADMIN_LOCKS = [["instance/[lockset]", "exclusive"], ["node/[lockset]", "exclusive"]]
 
 
-def populate(run: Path, instances: int, targets: int) -> None:
-    """Node `src` with `instances` running instances of 32 MiB and 1 CPU, and `targets`
-    empty nodes (each takes 128 such instances: 32 CPUs x the vcpu ratio 4)."""
+def populate(
+    run: Path, instances: int, targets: int, source: int = 0, tags: tuple[str, ...] = ()
+) -> str:
+    """A source node with `instances` running instances of 32 MiB and 1 CPU (tagged
+    `tags`), and `targets` empty nodes (each takes 128 such instances: 32 CPUs x the vcpu
+    ratio 4); the source's name (`src`, or `src<source>` for another)."""
+    src = f"src{source or ''}"
     with WConfdClient(run / "wconfd.sock", name="bench-admin", timeout=120) as wc:
         wc.update_locks_waiting(ADMIN_LOCKS, timeout=30)
-        for name in ["src", *(f"t{i}" for i in range(targets))]:
+        for name in [src, *(f"t{source}-{i}" for i in range(targets))]:
             wc.add_object(kind="node", object={"name": name})
         for i in range(instances):
             wc.add_object(kind="instance", object={
-                "name": f"vm{i:04d}", "primary_node": "src", "memory": 32, "vcpus": 1,
-                "admin_state": "up", "nics": [{"mac": f"aa:00:01:{i >> 8:02x}:{i & 255:02x}:01"}],
+                "name": f"vm{source}-{i:04d}", "primary_node": src, "memory": 32, "vcpus": 1,
+                "admin_state": "up", "tags": list(tags),
+                "nics": [{"mac": f"aa:00:{source + 1:02x}:{i >> 8:02x}:{i & 255:02x}:01"}],
             })  # fmt: skip
         wc.free_locks()
+    return src
 
 
 def follow(
@@ -83,12 +94,15 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
-def big_drain(run: Path, instances: int, max_parallel: int) -> dict[str, Any]:
-    populate(run, instances, targets=instances // 100 + 1)
+def drain_node(
+    run: Path, node: str, instances: int, max_parallel: int
+) -> tuple[float, int, dict[str, Any]]:
+    """Drain `node` until complete: (seconds, the most moves started and not ended at
+    once, the drain record)."""
     with LuxiClient(run / "luxid.sock", timeout=120) as lc:
         t = time.perf_counter()
-        lc.drain_node(node="src", deadline=None, max_parallel=max_parallel)
-        status, _ = follow(lc, "node/src", timeout=600)
+        lc.drain_node(node=node, deadline=None, max_parallel=max_parallel)
+        status, _ = follow(lc, f"node/{node}", timeout=600)
         elapsed = time.perf_counter() - t
         assert status.status == "complete" and status.remaining == 0, status
         rows = lc.query_jobs(ids=status.jobs, fields=["ops", "start_ts", "end_ts", "status"])
@@ -96,7 +110,13 @@ def big_drain(run: Path, instances: int, max_parallel: int) -> dict[str, Any]:
         assert len(moves) == instances and all(r[3] == "success" for r in moves)
         overlap = max_overlap([(r[1], r[2]) for r in moves])
     with WConfdClient(run / "wconfd.sock", name="bench-reader") as wc:
-        record = wc.get_object(kind="drain", key="node/src")
+        record = wc.get_object(kind="drain", key=f"node/{node}")
+    return elapsed, overlap, record
+
+
+def big_drain(run: Path, instances: int, max_parallel: int) -> dict[str, Any]:
+    src = populate(run, instances, targets=instances // 100 + 1)
+    elapsed, overlap, record = drain_node(run, src, instances, max_parallel)
     return {
         "instances": instances,
         "max_parallel": max_parallel,
@@ -106,6 +126,24 @@ def big_drain(run: Path, instances: int, max_parallel: int) -> dict[str, Any]:
         # What the drain record costs: its final size and how often luxid wrote it.
         "record_bytes": len(json.dumps(record)),
         "record_writes": record["serial_no"],
+    }
+
+
+def budget_drain(run: Path, instances: int, budget: int, max_parallel: int) -> dict[str, Any]:
+    """A node whose instances are all in one budget of `budget`, drained with a wider
+    max_parallel: the budget paces it (every member up, so only the moves disrupt)."""
+    src = populate(run, instances, targets=instances // 100 + 1, source=1, tags=("bench",))
+    with LuxiClient(run / "luxid.sock", timeout=120) as lc:
+        lc.set_budget(name="bench", tags=["bench"], max_disrupted=budget)
+    elapsed, overlap, _ = drain_node(run, src, instances, max_parallel)
+    with LuxiClient(run / "luxid.sock", timeout=120) as lc:
+        lc.delete_budget(name="bench")
+    return {
+        "instances": instances,
+        "max_disrupted": budget,
+        "max_parallel": max_parallel,
+        "complete_s": round(elapsed, 2),
+        "most_disrupted": overlap,
     }
 
 
@@ -160,17 +198,22 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--max-parallel", type=int, default=20)
     parser.add_argument("--deadlines", type=int, default=5, help="queue-drain deadline rounds")
+    parser.add_argument("--budget", type=int, default=20, help="the budget run's max_disrupted")
     args = parser.parse_args()
     out: dict[str, Any] = {"bench": "drain", "cpus": cpu_count()}
     with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp, stack(Path(tmp)) as (run, _):
         out.update(big_drain(run, args.instances, args.max_parallel))
         delays = deadline_delays(run, args.deadlines)
+    with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp, stack(Path(tmp)) as (run, _):
+        out["budget"] = budget_drain(run, args.instances, args.budget, 50)
+    # The same drain's cost with and without the budget, in this run.
+    out["budget"]["ratio_to_unbudgeted"] = round(out["budget"]["complete_s"] / out["complete_s"], 2)
     out["deadline_delay_ms"] = {
         "median": round(statistics.median(delays), 1),
         "max": round(max(delays), 1),
         "samples": [round(d, 1) for d in delays],
     }
-    out["targets"] = {"complete_s": 15.0, "deadline_delay_ms": 100.0}
+    out["targets"] = {"complete_s": 15.0, "deadline_delay_ms": 100.0, "budget_complete_s": 15.0}
     print(json.dumps(out, indent=2))
 
 

@@ -205,6 +205,12 @@ def drain(j: Json) -> tuple[str, bool]:
     return shown, j["complete_s"] <= 15 and seen <= limit
 
 
+def drain_budget(j: Json) -> tuple[str, bool]:
+    b = j["budget"]
+    shown = f"{b['complete_s']} s, at most {b['most_disrupted']} disrupted at once"
+    return shown, b["complete_s"] <= 15 and b["most_disrupted"] <= b["max_disrupted"]
+
+
 def drain_deadline(j: Json) -> tuple[str, bool]:
     late = j["deadline_delay_ms"]
     return f"max {late['max']} ms (median {late['median']})", late["max"] <= 100
@@ -290,6 +296,8 @@ ROWS = [
     Row("luxid RSS, 100,000 archived jobs", "queue", rss, "≤ 200 MB"),
     Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
         "≤ 15 s, never > 20 at once"),
+    Row("node drain, 1,000 instances in a budget of 20, max_parallel 50", "drain",
+        drain_budget, "≤ 15 s, never > 20 disrupted"),
     Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
     Row("drain plan, 1,000 instances, through the stub", "drain_plan", drain_plan, "≤ 200 ms"),
     Row("why_job, 1,000 queued jobs, 500 locks held", "why_job", why_job, "p50 ≤ 2 ms"),

@@ -12,7 +12,7 @@ write of luxid's own (`set_budget`, `delete_budget`) rebuilds the book
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -21,7 +21,7 @@ from client import errors
 from client._server.event_log import EventLog
 from client.api.luxi import BudgetRow
 from client.budgets import BudgetRecord, check_budget
-from luxid.budgets import EMPTY_BOOK, BudgetBook, InstanceFacts, build_book, instance_facts
+from luxid.budgets import EMPTY_BOOK, BudgetBook, InstanceFacts, build_book
 from luxid.events import budget_event
 from luxid.queue import Queue
 from luxid.wconfd_link import WconfdLink
@@ -38,6 +38,7 @@ class BudgetService:
         self.log = log  # the kept events: the budgets' events after a restart
         self.records: dict[str, BudgetRecord] = {}
         self._instances: list[InstanceFacts] = []
+        self._version = -1  # of the instances' facts (luxid.instance_facts)
         self._events: dict[str, list[tuple[float, str]]] | None = None  # read lazily
 
     @property
@@ -47,10 +48,19 @@ class BudgetService:
 
     # -- what changes the book -----------------------------------------------------------
 
-    def config_read(self, budgets: list[BudgetRecord], instances: list[Any] | None) -> None:
-        """The link read the configuration: judge by its budgets and instances."""
-        self.records = {b.name: b for b in budgets}
-        self._instances = [instance_facts(i) for i in instances or ()]
+    def config_read(
+        self,
+        budgets: list[BudgetRecord],
+        instances: Mapping[str, InstanceFacts] | None,
+        version: int,
+    ) -> None:
+        """The link read the configuration: judge by its budgets and instances (the book
+        is built again only if either changed; a migration changes neither)."""
+        records = {b.name: b for b in budgets}
+        if records == self.records and version == self._version:
+            return
+        self.records, self._version = records, version
+        self._instances = list((instances or {}).values())
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -70,8 +80,8 @@ class BudgetService:
         action = "update" if name in self.records else "add"
         self.records[name] = record
         if first:  # the instances were not followed without budgets: read them now
-            instances = await self.link.client.list_objects(kind="instance")
-            self._instances = [instance_facts(i) for i in instances]
+            self._instances = list((await self.link.instances.read()).values())
+            self._version = self.link.instances.version
         self._rebuild()
         data = msgspec.to_builtins(record)
         if actor is not None:

@@ -114,7 +114,7 @@ class LuxidTerm:
         """The link read the configuration after a change: the queue takes its settings
         and the budgets theirs (either schedules if they changed), then the drains see
         whether to re-plan."""
-        self.budgets.config_read(read.budgets, read.instances)
+        self.budgets.config_read(read.budgets, read.instances, read.instances_version)
         self.queue.config_changed(read.max_running_jobs, read.filters)
         self.drains.config_changed()
 

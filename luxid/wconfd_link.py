@@ -4,7 +4,8 @@ disruption budgets there.
 What of the configuration matters to the queue: `cluster.max_running_jobs`, the `filters`
 (docs/contracts.md#filters: filters live in the configuration, so they persist with it and
 survive both daemons' restarts), the `budgets` and, while there are budgets, the instances'
-tags and states (docs/contracts.md#disruption-budgets).  `WconfdLink.follow` long-polls
+tags and states (docs/contracts.md#disruption-budgets; luxid.instance_facts reads only the
+instances that changed).  `WconfdLink.follow` long-polls
 `wait_config_change` and re-reads them whenever the configuration's serial moves, so a
 change made by anyone (luxid itself, another luxid client, `lw` talking to wconfd directly)
 reaches the queue within one round trip; there is no polling timer.  While wconfd cannot be
@@ -27,7 +28,7 @@ import logging
 import os
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ from client import AsyncWConfdClient, errors
 from client.api.wconfd import LockWait, UpdateResult
 from client.budgets import BudgetRecord
 from client.filterrules import FilterRule, make_rule, rule_from_wire, rule_to_wire, validate_uuid
+from luxid.budgets import InstanceFacts
+from luxid.instance_facts import InstanceFollower
 from luxid.shutdown import bounded
 
 log = logging.getLogger(__name__)
@@ -51,13 +54,15 @@ WRITE_ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class ConfigRead:
-    """What one read of the configuration hands to the queue: `instances` only while
-    there are budgets (None otherwise: nothing needs them)."""
+    """What one read of the configuration hands to the queue: the instances' facts by
+    uuid only while there are budgets (None otherwise: nothing needs them), with the
+    follower's `instances_version` (it grows only when some instance's facts changed)."""
 
     max_running_jobs: int
     filters: list[Any]
     budgets: list[BudgetRecord]
-    instances: list[Any] | None
+    instances: Mapping[str, InstanceFacts] | None
+    instances_version: int = 0
 
 
 OnConfig = Callable[[ConfigRead], None]
@@ -74,6 +79,7 @@ class WconfdLink:
         self._task: asyncio.Task[None] | None = None
         self._writes_begun = 0  # luxid's own filter and budget writes, begun / ended
         self._writes_ended = 0
+        self.instances = InstanceFollower(self.client)  # read while there are budgets
 
     def start(self) -> None:
         """Begin following the configuration in the background."""
@@ -128,14 +134,21 @@ class WconfdLink:
             client.list_objects(kind="filter"),
             client.list_objects(kind="budget"),
         )
-        instances = await client.list_objects(kind="instance") if budgets else None
+        if budgets:
+            instances: Mapping[str, InstanceFacts] | None = await self.instances.read()
+        else:
+            self.instances.forget()
+            instances = None
         if self._writes_begun != begun:
             return False
         if self.on_config is not None:
             records = [msgspec.convert(b, BudgetRecord) for b in budgets]
             self.on_config(
-                ConfigRead(int(cluster["max_running_jobs"]), list(filters), records, instances)
-            )
+                ConfigRead(
+                    int(cluster["max_running_jobs"]), list(filters), records, instances,
+                    self.instances.version,
+                )
+            )  # fmt: skip
         return True
 
     @contextlib.contextmanager

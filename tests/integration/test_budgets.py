@@ -312,3 +312,28 @@ def test_a_drains_deadline_failover_goes_past_the_budget_and_both_record_it(web)
     text = f"budget web exceeded by job {failover['id']} (deadline)"
     follow(stack, "node/web1-a", lambda s: True, until_event=text)
     assert [m for _, m in rows(stack)[0]["events"]] == [text]
+
+
+def test_members_follow_instances_added_retagged_renamed_and_removed(web):
+    """luxid reads only the instances wconfd's events name after a change; every kind of
+    change reaches the budget's members."""
+    stack = web
+
+    def members() -> list[str]:
+        return rows(stack)[0]["members"]
+
+    with stack.admin() as wc:
+        wc.add_object(
+            "instance",
+            {"name": "web4", "primary_node": "web1-a", "tags": ["web"], "admin_state": "up"},
+        )
+    stack.until(lambda: members() == ["web1", "web2", "web3", "web4"])
+    with stack.admin() as wc:
+        inst = wc.get_object("instance", "web2")
+        wc.update_object("instance", {**inst, "tags": ["x"]})
+        inst = wc.get_object("instance", "web3")
+        wc.update_object("instance", {**inst, "name": "web9"})
+    stack.until(lambda: members() == ["web1", "web4", "web9"])
+    with stack.admin() as wc:
+        wc.remove_object("instance", wc.get_object("instance", "web1")["uuid"])
+    stack.until(lambda: members() == ["web4", "web9"])
