@@ -107,7 +107,7 @@ class WconfdLink:
                     since_serial=since, timeout=FOLLOW_TIMEOUT if since >= 0 else 0
                 )
                 if serial != since:
-                    if await self.refresh():
+                    if await self.refresh(serial):
                         since = serial
                     else:  # overlapped a write of ours: read again once it is done
                         await asyncio.sleep(RETRY_MIN / 10)
@@ -121,10 +121,10 @@ class WconfdLink:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
-    async def refresh(self) -> bool:
-        """Read what the queue needs now and hand it over (`on_config`), unless one of
-        luxid's own writes overlapped the read (see the module doc): then False, and the
-        caller reads again."""
+    async def refresh(self, serial: int = -1) -> bool:
+        """Read what the queue needs now (at the configuration's `serial` or newer) and
+        hand it over (`on_config`), unless one of luxid's own writes overlapped the read
+        (see the module doc): then False, and the caller reads again."""
         begun = self._writes_begun
         if begun != self._writes_ended:
             return False
@@ -135,7 +135,7 @@ class WconfdLink:
             client.list_objects(kind="budget"),
         )
         if budgets:
-            instances: Mapping[str, InstanceFacts] | None = await self.instances.read()
+            instances: Mapping[str, InstanceFacts] | None = await self.instances.read(serial)
         else:
             self.instances.forget()
             instances = None
