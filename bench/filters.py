@@ -5,6 +5,8 @@
   filter rules, measured in-process on the daemon's own code with a real job store.
   `cold` is the first pass after a rule changed (chain rebuilt, verdict memos empty),
   `warm` a pass with the same rules (e.g. after a job ended).  Target ≤ 100 ms.
+- growth: the same pass over 100,000 queued jobs (docs/contracts.md#performance-targets),
+  printed beside the 10,000 one of the same run.  Target ≤ 500 ms.
 - unpause: through real wconfd and luxid daemons, a job held by a PAUSE rule; the time
   from calling `replace_filter` (turning the rule into CONTINUE) to luxid starting the
   job (its start_ts), and to its opcode running (opexec).  Target p50 ≤ 100 ms.
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
@@ -170,10 +173,19 @@ def unpause_latency(samples: int = 30) -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--growth-jobs", type=int, default=100_000,
+                        help="queued jobs of the growth pass (0: skip it)")  # fmt: skip
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
         figures = asyncio.run(pass_figures(Path(tmp)))
-    print(json.dumps({"bench": "filters", "cpus": cpu_count(), "pass": figures,
-                      "unpause": unpause_latency()}))  # fmt: skip
+    out = {"bench": "filters", "cpus": cpu_count(), "pass": figures}
+    if args.growth_jobs:
+        with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
+            grown = asyncio.run(pass_figures(Path(tmp), jobs=args.growth_jobs, rounds=2))
+        out["growth"] = {**grown, "target_ms": 500}
+    out["unpause"] = unpause_latency()
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
