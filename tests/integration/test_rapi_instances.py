@@ -157,7 +157,9 @@ def test_features_openapi_and_rights(rapi: Rapi, stack: Stack) -> None:
         "const": 1
     }
     ok(stack, add_node("n1"))
-    assert_error(rapi.call("POST", "/2/instances", CREATE, user=READER), 403, "needs role instances")
+    assert_error(
+        rapi.call("POST", "/2/instances", CREATE, user=READER), 403, "needs role instances"
+    )
     assert_error(rapi.call("PUT", "/2/instances/vm1/shutdown", {}, user=None), 401)
     assert_error(
         rapi.call("PUT", "/2/jobs/1/priority", {"priority": 1}, user=READER), 403, "needs role jobs"
