@@ -483,8 +483,15 @@ def tls_files(tmp_path: Path) -> tuple[Path, Path]:
 def test_https(stack: Any, daemon_factory: Any, tls_files: tuple[Path, Path]) -> None:
     cert, key = tls_files
     context = ssl.create_default_context(cafile=str(cert))
-    rapi = Rapi(daemon_factory, "--ssl-cert", str(cert), "--ssl-key", str(key), tls=context)
-    assert rapi.get("/2/info")["name"] == "lockwarden"
+    rapi = Rapi(  # off loopback: HTTPS needs no --insecure-http
+        daemon_factory,
+        "--bind",
+        "0.0.0.0",
+        *("--ssl-cert", str(cert), "--ssl-key", str(key)),
+        tls=context,
+    )
+    info = rapi.get("/2/info")
+    assert info["name"] == "lockwarden" and info["insecure_http"] is False
     assert_error(rapi.call("GET", "/2/info", user=None), 401)
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         urllib.request.urlopen(f"http://127.0.0.1:{rapi.port}/version", timeout=5).read()
