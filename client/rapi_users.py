@@ -176,11 +176,16 @@ def users_path(state_dir: Path) -> Path:
 def edit_lines(path: Path) -> Iterator[list[str]]:
     """The file's lines (the users file, or the tokens file), under an exclusive lock; what
     the block leaves in the list is written back atomically and durably (mode 0600, the
-    directory fsync'd after the rename)."""
+    directory fsync'd after the rename).  Run by root, the files get the directory's owner,
+    so lw-rapi (its own user under systemd) still reads and writes them."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    lock_fd = os.open(
+        path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+    )
+    _owned_like_directory(lock_fd, path.parent)
+    with os.fdopen(lock_fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             lines = path.read_text().splitlines()
@@ -191,6 +196,7 @@ def edit_lines(path: Path) -> Iterator[list[str]]:
         if lines != before:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            _owned_like_directory(fd, path.parent)
             with os.fdopen(fd, "w") as out:
                 out.write("".join(f"{line}\n" for line in lines))
                 out.flush()
@@ -201,6 +207,13 @@ def edit_lines(path: Path) -> Iterator[list[str]]:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def _owned_like_directory(fd: int, directory: Path) -> None:
+    """Give a file root creates the owner of its directory (nothing for other users)."""
+    if os.geteuid() == 0:
+        st = os.stat(directory)
+        os.fchown(fd, st.st_uid, st.st_gid)
 
 
 def user_line(lines: list[str], name: str) -> int | None:

@@ -118,6 +118,30 @@ def test_lw_rapi_user_roles(stack: Any) -> None:
     assert line.endswith(" write")  # the old format, kept
 
 
+def test_lw_rapi_user_finds_and_keeps_rapis_own_directory(stack: Any, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from test_cli import LW
+
+    own = tmp_path / "lockwarden-rapi"
+    own.mkdir(mode=0o700)
+    if os.geteuid() == 0:  # root's edits keep the directory's owner (lw-rapi's user)
+        os.chown(own, 65534, 65534)
+    env = {**os.environ, "LW_RAPI_STATE_DIR": str(own)}
+    for argv in (["add", "ops", "--roles", "jobs", "--password-stdin"], ["token", "ops"]):
+        done = subprocess.run(
+            [LW, "rapi-user", *argv], input="p\n", env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    for name in ("rapi_users", "rapi_tokens", "rapi_tokens.lock"):
+        st = (own / name).stat()
+        assert st.st_mode & 0o077 == 0, name
+        if os.geteuid() == 0:
+            assert (st.st_uid, st.st_gid) == (65534, 65534), name
+    assert not (stack.wconfd.state_dir / "rapi_tokens").exists()
+
+
 # -- tokens ------------------------------------------------------------------------------------
 
 
