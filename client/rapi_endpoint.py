@@ -36,11 +36,18 @@ def _locked(run_dir: Path) -> Iterator[None]:
 
 
 def _other_owner(run_dir: Path) -> int | None:
-    """The pid of another live lw-rapi that the record names, if any."""
+    """The pid of another live lw-rapi that the record names, if any (a pid reused by
+    another program since does not count; one we may not look at does)."""
     endpoint = _read(run_dir)
-    if endpoint is None or endpoint.pid == os.getpid() or not psutil.pid_exists(endpoint.pid):
+    if endpoint is None or endpoint.pid == os.getpid():
         return None
-    return endpoint.pid
+    try:
+        cmdline = psutil.Process(endpoint.pid).cmdline()
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.Error:
+        return endpoint.pid
+    return endpoint.pid if any("lw-rapi" in part for part in cmdline) else None
 
 
 def publish(run_dir: Path, url: str) -> int | None:

@@ -108,7 +108,8 @@ class Authorizer:
         now = self.clock()
         wait = self.throttle.retry_after(keys, now)
         if wait is not None:
-            log.warning("%s from %s: too many failed logins; 429 for %d s", what, peer, wait)
+            # Not a failure, and the access log has it: no warning per refused attempt.
+            log.debug("%s from %s: too many failed logins; 429 for %d s", what, peer, wait)
             return Decision(Verdict.THROTTLED, retry_after=wait)
         decision = await self._authenticate(header, basic, now)
         if decision is None:

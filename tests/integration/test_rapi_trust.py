@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import statistics
 import sys
@@ -119,7 +120,6 @@ def test_lw_rapi_user_roles(stack: Any) -> None:
 
 
 def test_lw_rapi_user_finds_and_keeps_rapis_own_directory(stack: Any, tmp_path: Path) -> None:
-    import os
     import subprocess
 
     from test_cli import LW
@@ -379,8 +379,10 @@ def test_plain_http_off_loopback_needs_insecure_http(stack: Any, daemon_factory:
 
 
 def test_a_second_rapi_leaves_the_first_ones_run_file(stack: Any, daemon_factory: Any) -> None:
-    first = Rapi(daemon_factory)
     run_file = stack.wconfd.run_dir / "rapi.json"
+    # A record whose pid lives but is no lw-rapi (a pid used again) is taken over.
+    run_file.write_text(json.dumps({"url": "http://gone/", "pid": os.getpid()}))
+    first = Rapi(daemon_factory)
     assert json.loads(run_file.read_text()) == {
         "url": f"http://127.0.0.1:{first.port}/",
         "pid": first.daemon.pid,
