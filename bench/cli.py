@@ -62,7 +62,7 @@ def rapi_bulk_jobs(run: Path, state: Path) -> dict[str, float]:
     """Latency of GET /2/jobs?bulk=1 over one keep-alive connection, authenticated."""
     from client.rapi_users import User, format_user, hash_password
 
-    (state / "rapi_users").write_text(format_user(User("bench", hash_password("pw"), False)) + "\n")
+    (state / "rapi_users").write_text(format_user(User("bench", hash_password("pw"))) + "\n")
     auth = {"Authorization": "Basic " + base64.b64encode(b"bench:pw").decode()}
     with rapi(run, state) as conn:
         samples, size = [], 0

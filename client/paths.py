@@ -50,3 +50,17 @@ def wconfd_socket(run: str | os.PathLike[str] | None = None) -> Path:
 def luxid_socket(run: str | os.PathLike[str] | None = None) -> Path:
     """Path of luxid's socket in the given (or default) run directory."""
     return run_dir(run) / LUXID_SOCKET
+
+
+RAPI_STATE_DIR = Path("/var/lib/lockwarden-rapi")  # the unit's StateDirectory=
+
+
+def rapi_state_dir(flag: str | os.PathLike[str] | None, state: Path) -> Path:
+    """Where `lw rapi-user` finds lw-rapi's files: the flag, else `$LW_RAPI_STATE_DIR`, else
+    /var/lib/lockwarden-rapi when it exists (lw-rapi's own directory under systemd), else
+    the state directory `state` (a development stack's lw-rapi reads its users there)."""
+    if flag:
+        return Path(flag)
+    if env := os.environ.get("LW_RAPI_STATE_DIR"):
+        return Path(env)
+    return RAPI_STATE_DIR if RAPI_STATE_DIR.is_dir() else state

@@ -2,15 +2,18 @@
 
 `rapi_users` in the state directory holds one user a line::
 
-    NAME {SCRYPT}N$r$p$SALT$KEY [write]
+    NAME {SCRYPT}N$r$p$SALT$KEY [ROLE[,ROLE...]]
 
 SALT and KEY are base64; KEY is ``hashlib.scrypt(password, salt=SALT, n=N, r=r, p=p)``.
 Passwords are never stored.  Blank lines and ``#`` comments are kept as they are; lines in
-any other form are ignored (and reported) by the reader.  The third field takes Ganeti's
-comma-separated options; ``write`` grants changes, reads need only a valid user.
+any other form are ignored (and reported) by the reader.  The third field lists the user's
+roles (docs/operations.md#rapi-users-roles-and-tokens): every valid user may read; `jobs`,
+`filters`, `drains`, `instances`, `audit` and `admin` add rights, and `write` (Ganeti's
+option, kept) is every role but `audit` and `admin`.  Ganeti's `read` option is accepted
+and grants nothing more.
 
 This module is the single definition of the format, public so both sides use it:
-`lw rapi-user` (client.cli.rapi_users) edits the file (`edit_users_file`) and `lw-rapi`
+`lw rapi-user` (client.cli.rapi_users) edits the file (`edit_lines`) and `lw-rapi`
 reads it (`parse_users`, `verify_password`).
 """
 
@@ -38,13 +41,45 @@ _MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16
 NAME_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
 
 
+# The roles, narrowest first; `write` and `admin` are unions of others.
+ROLES = ("jobs", "filters", "drains", "instances", "audit", "admin", "write")
+WRITE_ROLES = frozenset({"jobs", "filters", "drains", "instances"})
+
+
 @dataclass(frozen=True)
 class User:
-    """One RAPI user: name, password hash (`{SCRYPT}…`), and whether it may write."""
+    """One RAPI user: name, password hash (`{SCRYPT}…`), and the roles of its line."""
 
     name: str
     secret: str
-    write: bool
+    roles: frozenset[str] = frozenset()
+
+
+def rights(roles: frozenset[str] | set[str] | tuple[str, ...]) -> frozenset[str]:
+    """Every role `roles` amount to: `admin` is all of them, `write` the four write roles."""
+    granted = set(roles)
+    if "admin" in granted:
+        granted.update(ROLES)
+    if "write" in granted:
+        granted |= WRITE_ROLES
+    return frozenset(granted)
+
+
+def parse_roles(text: str) -> frozenset[str]:
+    """The roles of a comma-separated list (`jobs,filters`); ValueError naming an unknown
+    one.  Empty parts are skipped, so an empty text means no role."""
+    roles = {part.strip().lower() for part in text.split(",") if part.strip()}
+    unknown = roles - set(ROLES)
+    if unknown:
+        raise ValueError(
+            f"unknown role(s) {', '.join(sorted(unknown))} (roles: {', '.join(ROLES)})"
+        )
+    return frozenset(roles)
+
+
+def format_roles(roles: frozenset[str] | tuple[str, ...]) -> str:
+    """Roles in the file's (and listings') order: `jobs,filters`."""
+    return ",".join(role for role in ROLES if role in roles)
 
 
 def _b64(data: bytes) -> str:
@@ -100,16 +135,15 @@ def parse_line(line: str) -> User | None:
         return None
     fields = text.split()
     if len(fields) not in (2, 3):
-        raise ValueError("expected NAME {SCRYPT}HASH [write]")
+        raise ValueError("expected NAME {SCRYPT}HASH [ROLE[,ROLE...]]")
     name, secret = fields[0], fields[1]
     if not NAME_RE.match(name):
         raise ValueError(f"bad user name {name!r}")
     _parse_secret(secret)
-    options = {o.strip().lower() for o in fields[2].split(",")} if len(fields) == 3 else set()
-    unknown = options - {"write", "read"}
-    if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}")
-    return User(name, secret, "write" in options)
+    options = fields[2] if len(fields) == 3 else ""
+    # Ganeti's `read` option means a valid user, which every user is.
+    kept = ",".join(o for o in options.split(",") if o.strip().lower() != "read")
+    return User(name, secret, parse_roles(kept))
 
 
 def parse_users(text: str) -> tuple[dict[str, User], list[str]]:
@@ -129,7 +163,8 @@ def parse_users(text: str) -> tuple[dict[str, User], list[str]]:
 
 def format_user(user: User) -> str:
     """The line of a user."""
-    return f"{user.name} {user.secret}" + (" write" if user.write else "")
+    roles = format_roles(user.roles)
+    return f"{user.name} {user.secret}" + (f" {roles}" if roles else "")
 
 
 def users_path(state_dir: Path) -> Path:
@@ -138,13 +173,19 @@ def users_path(state_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def edit_users_file(path: Path) -> Iterator[list[str]]:
-    """The file's lines, under an exclusive lock; what the block leaves in the list is
-    written back atomically and durably (mode 0600)."""
+def edit_lines(path: Path) -> Iterator[list[str]]:
+    """The file's lines (the users file, or the tokens file), under an exclusive lock; what
+    the block leaves in the list is written back atomically and durably (mode 0600, the
+    directory fsync'd after the rename).  Run by root, the files get the directory's owner,
+    so lw-rapi (its own user under systemd) still reads and writes them."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    lock_fd = os.open(
+        path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+    )
+    _owned_like_directory(lock_fd, path.parent)
+    with os.fdopen(lock_fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             lines = path.read_text().splitlines()
@@ -155,11 +196,24 @@ def edit_users_file(path: Path) -> Iterator[list[str]]:
         if lines != before:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            _owned_like_directory(fd, path.parent)
             with os.fdopen(fd, "w") as out:
                 out.write("".join(f"{line}\n" for line in lines))
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+def _owned_like_directory(fd: int, directory: Path) -> None:
+    """Give a file root creates the owner of its directory (nothing for other users)."""
+    if os.geteuid() == 0:
+        st = os.stat(directory)
+        os.fchown(fd, st.st_uid, st.st_gid)
 
 
 def user_line(lines: list[str], name: str) -> int | None:

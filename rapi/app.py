@@ -16,10 +16,10 @@ import msgspec
 from aiohttp import web
 
 from client import errors
-from rapi import events, openapi
-from rapi.auth import REALM, Authorizer, Verdict
+from rapi import browser, events, openapi
+from rapi.auth import REALM, Authorizer, Decision, Verdict
 from rapi.routes import ROUTES, RPC_STATUS
-from rapi.routing import Backend, HttpError, Request, Route
+from rapi.routing import SETTINGS, Backend, HttpError, Request, Route, Settings
 
 log = logging.getLogger(__name__)
 
@@ -99,27 +99,42 @@ async def _json_body(request: web.Request) -> Any:
         raise HttpError(400, f"malformed JSON body: {exc}") from None
 
 
+async def authorize(authorizer: Authorizer, request: web.Request, need: str | None) -> Decision:
+    """The request's access decision; HttpError 401, 403 (naming the missing role) or 429
+    (with Retry-After) unless it may go on."""
+    decision = await authorizer.decide(
+        request.headers.get("Authorization"),
+        need=need,
+        what=f"{request.method} {request.path!r}",
+        peer=request.remote or "?",
+    )
+    if decision.verdict is Verdict.UNAUTHENTICATED:
+        raise HttpError(
+            401,
+            "authentication required: HTTP Basic with a user of the rapi_users file, or "
+            "Authorization: Bearer with a token (docs/operations.md#rapi-users-roles-and-tokens)",
+            {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+        )
+    if decision.verdict is Verdict.THROTTLED:
+        raise HttpError(
+            429,
+            "too many failed logins for this user name or from this address; try again later",
+            {"Retry-After": str(decision.retry_after)},
+        )
+    if decision.verdict is Verdict.FORBIDDEN:
+        raise HttpError(403, f"needs role {decision.missing}")
+    return decision
+
+
 def _endpoint(
     route: Route, authorizer: Authorizer
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
+        actor = None
         if not route.public:
-            verdict = await authorizer.decide(
-                request.headers.get("Authorization"),
-                write=route.write,
-                what=f"{request.method} {request.path}",
-                peer=request.remote or "?",
-            )
-            if verdict is Verdict.UNAUTHENTICATED:
-                raise HttpError(
-                    401,
-                    "authentication required: HTTP Basic with a user of the rapi_users file",
-                    {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
-                )
-            if verdict is Verdict.FORBIDDEN:
-                raise HttpError(403, "this user may only read; writes need the write right")
+            actor = (await authorize(authorizer, request, route.role)).actor
         body = await _json_body(request)
-        req = Request(request.match_info, request.query, body, request.app[BACKEND], request)
+        req = Request(request.match_info, request.query, body, request.app[BACKEND], request, actor)
         result = await route.handler(req)
         if isinstance(result, web.StreamResponse):  # a stream, written by the handler
             return result
@@ -128,10 +143,15 @@ def _endpoint(
     return handle
 
 
-def make_app(backend: Backend, authorizer: Authorizer) -> web.Application:
-    """The RAPI application for a backend (the daemons' clients) and an authorizer."""
-    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
+def make_app(backend: Backend, authorizer: Authorizer, settings: Settings) -> web.Application:
+    """The RAPI application for a backend (the daemons' clients), an authorizer and
+    lw-rapi's settings."""
+    app = web.Application(
+        middlewares=[errors_middleware, browser.guard], client_max_size=MAX_BODY_BYTES
+    )
     app[BACKEND] = backend
+    app[SETTINGS] = settings
+    browser.install(app)
     app[events.STREAMS] = set()
     app.on_shutdown.append(events.end_streams)
     for route in ROUTES:

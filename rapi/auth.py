@@ -1,32 +1,30 @@
-"""HTTP Basic authentication against the `rapi_users` file.
+"""Who a request is and what it may do (docs/operations.md#rapi-users-roles-and-tokens).
 
-The file's format belongs to `client.rapi_users` (`lw rapi-user` writes it); this module
-reads it, rereads it whenever it changes (mtime, size or inode), and checks credentials.
-scrypt is deliberately slow, so checks run in a worker thread and a successful check is
-remembered (keyed by an HMAC with a per-process random key, never the password itself)
-until the file changes.
+A request authenticates with HTTP Basic (a user of `rapi_users`) or `Authorization: Bearer`
+(a token of `rapi_tokens`, acting for its user).  Every valid user may read; a route that
+changes something names the role it needs (rapi.routes), and a user or token without it
+gets 403.  Failed authentications are throttled per user name and per address
+(rapi.throttle): the eleventh within a minute gets 429, even with the right password.
+Each failure is logged once, with the address; untrusted strings are written with repr.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import hashlib
-import hmac
 import logging
-import os
-import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 
-from client.rapi_users import User, parse_users, verify_password
+from client.rapi_users import rights
+from rapi.credentials import Credentials
+from rapi.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
 REALM = "Lockwarden RAPI"
-_CACHE_LIMIT = 1024
 
 
 class Verdict(Enum):
@@ -34,21 +32,31 @@ class Verdict(Enum):
 
     OK = "ok"
     UNAUTHENTICATED = "unauthenticated"  # 401: no or wrong credentials
-    FORBIDDEN = "forbidden"  # 403: a valid user without the right
+    FORBIDDEN = "forbidden"  # 403: a valid user without the role
+    THROTTLED = "throttled"  # 429: too many failures for this name or address
 
 
 @dataclass(frozen=True)
-class Credentials:
-    """What an Authorization: Basic header carries."""
+class Decision:
+    """An access check's verdict; who asked (None: anonymous), through which token, the
+    role that was missing (403) or the seconds to wait (429)."""
 
-    name: str
-    password: str
+    verdict: Verdict
+    user: str | None = None
+    token_id: str | None = None
+    missing: str | None = None
+    retry_after: int = 0
+
+    @property
+    def actor(self) -> str | None:
+        """Who acts, as the record names it: `rapi:alice`, `rapi:alice/token:ID`."""
+        if self.user is None:
+            return None
+        return f"rapi:{self.user}" + (f"/token:{self.token_id}" if self.token_id else "")
 
 
-def parse_basic(header: str | None) -> Credentials | None:
-    """The credentials of a Basic Authorization header; None if absent or malformed."""
-    if not header:
-        return None
+def parse_basic(header: str) -> tuple[str, str] | None:
+    """The (name, password) of a Basic Authorization header; None if it is not one."""
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "basic":
         return None
@@ -57,100 +65,86 @@ def parse_basic(header: str | None) -> Credentials | None:
     except (binascii.Error, UnicodeDecodeError):
         return None
     name, sep, password = decoded.partition(":")
-    return Credentials(name, password) if sep else None
+    return (name, password) if sep else None
 
 
-class UsersFile:
-    """The users file, reread when it changes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._users: dict[str, User] = {}
-        self._verified: set[bytes] = set()
-        self._key = secrets.token_bytes(32)
-
-    def users(self) -> dict[str, User]:
-        """The current users (the file is stat'ed on every call, read when it changed)."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            if self._stamp is not None or self._users:
-                log.warning("users file %s is gone: no RAPI user can log in", self.path)
-            self._stamp, self._users = None, {}
-            self._verified.clear()
-            return self._users
-        except OSError as exc:
-            log.error("cannot stat users file %s: %s; refusing all users", self.path, exc)
-            self._stamp, self._users = None, {}
-            return self._users
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp != self._stamp:
-            self._load(stamp)
-        return self._users
-
-    def _load(self, stamp: tuple[int, int, int]) -> None:
-        try:
-            text = self.path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            log.error("cannot read users file %s: %s; refusing all users", self.path, exc)
-            self._users = {}
-        else:
-            self._users, problems = parse_users(text)
-            for problem in problems:
-                log.warning("users file %s: %s", self.path, problem)
-            log.info("read %d RAPI user(s) from %s", len(self._users), self.path)
-        self._stamp = stamp
-        self._verified.clear()
-
-    def _cache_key(self, user: User, password: str) -> bytes:
-        message = f"{user.name}\0{user.secret}\0{password}".encode()
-        return hmac.new(self._key, message, hashlib.sha256).digest()
-
-    async def check(self, creds: Credentials) -> User | None:
-        """The user if the name and password are right, else None."""
-        user = self.users().get(creds.name)
-        if user is None:
-            return None
-        key = self._cache_key(user, creds.password)
-        if key in self._verified:
-            return user
-        if not await asyncio.to_thread(verify_password, user.secret, creds.password):
-            return None
-        if len(self._verified) >= _CACHE_LIMIT:
-            self._verified.clear()
-        self._verified.add(key)
-        return user
+def parse_bearer(header: str) -> str | None:
+    """The token of a Bearer Authorization header; None if it is not one."""
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
 class Authorizer:
     """Decides each request: reads need a valid user (unless anonymous reads are allowed),
-    writes a user with `write`.  Refusals are logged."""
+    writes the route's role."""
 
-    def __init__(self, users: UsersFile, *, allow_anonymous_read: bool) -> None:
-        self.users = users
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        allow_anonymous_read: bool,
+        throttle: Throttle | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.credentials = credentials
         self.allow_anonymous_read = allow_anonymous_read
+        self.throttle = throttle or Throttle()
+        self.clock = clock
 
-    async def decide(self, header: str | None, *, write: bool, what: str, peer: str) -> Verdict:
-        """The verdict for a request needing read (or `write`) access."""
-        creds = parse_basic(header)
-        if creds is None:
-            if header is None and not write and self.allow_anonymous_read:
-                return Verdict.OK
+    async def decide(
+        self, header: str | None, *, need: str | None, what: str, peer: str
+    ) -> Decision:
+        """The decision for a request needing role `need` (None: reading) from address
+        `peer`; `what` names the request in the log."""
+        if header is None:
+            if need is None and self.allow_anonymous_read:
+                return Decision(Verdict.OK)
+            log.warning("%s from %s: no credentials; 401", what, peer)
+            return Decision(Verdict.UNAUTHENTICATED)
+        basic = parse_basic(header)
+        keys: tuple[tuple[str, str], ...] = (("address", peer),)
+        if basic is not None:
+            keys = (("user", basic[0]), *keys)
+        now = self.clock()
+        wait = self.throttle.retry_after(keys, now)
+        if wait is not None:
+            # Not a failure, and the access log has it: no warning per refused attempt.
+            log.debug("%s from %s: too many failed logins; 429 for %d s", what, peer, wait)
+            return Decision(Verdict.THROTTLED, retry_after=wait)
+        decision = await self._authenticate(header, basic, now)
+        if decision is None:
+            self.throttle.failed(keys, self.clock())
+            why = (
+                f"wrong user name or password for {basic[0]!r}"
+                if basic is not None
+                else "unknown, expired or revoked token"
+                if parse_bearer(header) is not None
+                else "malformed Authorization header"
+            )
+            log.warning("%s from %s: %s; 401", what, peer, why)
+            return Decision(Verdict.UNAUTHENTICATED)
+        user, token_id, granted = decision
+        if need is not None and need not in granted:
             log.warning(
-                "%s from %s: %s; 401",
+                "%s from %s: %s lacks role %s; 403",
                 what,
                 peer,
-                "no credentials" if header is None else "malformed Authorization header",
+                f"user {user!r}" + (f" (token {token_id})" if token_id else ""),
+                need,
             )
-            return Verdict.UNAUTHENTICATED
-        user = await self.users.check(creds)
-        if user is None:
-            log.warning(
-                "%s from %s: wrong user name or password for %r; 401", what, peer, creds.name
-            )
-            return Verdict.UNAUTHENTICATED
-        if write and not user.write:
-            log.warning("%s from %s: user %r has no write access; 403", what, peer, user.name)
-            return Verdict.FORBIDDEN
-        return Verdict.OK
+            return Decision(Verdict.FORBIDDEN, user, token_id, missing=need)
+        return Decision(Verdict.OK, user, token_id)
+
+    async def _authenticate(
+        self, header: str, basic: tuple[str, str] | None, now: float
+    ) -> tuple[str, str | None, frozenset[str]] | None:
+        """(user, token id, rights) of valid credentials, else None."""
+        if basic is not None:
+            user = await self.credentials.check_password(*basic)
+            return None if user is None else (user.name, None, rights(user.roles))
+        secret = parse_bearer(header)
+        found = None if secret is None else self.credentials.check_token(secret, now)
+        if found is None:
+            return None
+        token, granted = found
+        return token.user, token.id, granted

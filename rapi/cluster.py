@@ -113,6 +113,7 @@ async def get_info(req: Request) -> dict[str, Any]:
             "counts": queue.counts,
             "filters": queue.filters,
         },
+        "insecure_http": req.settings.insecure_http,
     }
 
 

@@ -76,10 +76,10 @@ async def delete_job(req: Request) -> list[Any]:
     return [ok, message]
 
 
-async def put_job_priority(req: Request) -> list[Any]:
-    """Change a queued or running job's priority (body `{"priority": n}`, -20…19):
-    `[success, message]`, luxid's change_job_priority answer (Ganeti's LUXI
-    ChangeJobPriority), the shape DELETE /2/jobs/<id> answers for a cancel."""
+async def put_job_priority(req: Request) -> int:
+    """Change the priority of a job's pending opcodes (body `{"priority": n}`, -20…19,
+    luxid's change_job_priority, Ganeti's LUXI ChangeJobPriority): the job id; 409 with
+    luxid's reason when nothing is pending (the job finished or is canceling)."""
     ident = job_id(req)
     data = body_params(req, PRIORITY_BODY_PARAMS, "a job's priority")
     if "priority" not in data:
@@ -92,7 +92,9 @@ async def put_job_priority(req: Request) -> list[Any]:
             f"(lower is more urgent), got {priority}",
         )
     ok, message = await req.backend.luxi.change_job_priority(job_id=ident, priority=priority)
-    return [ok, message]
+    if not ok:
+        raise HttpError(409, message)
+    return ident
 
 
 async def wait_job(req: Request) -> dict[str, Any] | None:

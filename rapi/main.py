@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import ssl
 from pathlib import Path
@@ -21,11 +22,11 @@ from client._server.runner import (
     setup_logging,
     wait_for_stop_signal,
 )
-from client.rapi_users import users_path
 from rapi import observe
 from rapi.app import make_app
-from rapi.auth import Authorizer, UsersFile
-from rapi.routing import Backend
+from rapi.auth import Authorizer
+from rapi.credentials import Credentials
+from rapi.routing import Backend, Settings
 
 log = logging.getLogger("rapi")
 RPC_PATIENCE = 10.0  # seconds a request waits for a restarting daemon
@@ -41,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir",
         type=Path,
         metavar="DIR",
-        help="where rapi_users lives (default: $LW_STATE_DIR, /var/lib/lockwarden for root)",
+        help="where rapi_users and rapi_tokens live (default: $LW_STATE_DIR, "
+        "/var/lib/lockwarden for root; the systemd unit: /var/lib/lockwarden-rapi)",
     )
     parser.add_argument(
         "--run-dir",
@@ -63,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ssl-key", type=Path, metavar="FILE", help="the certificate's private key (PEM)"
     )
     parser.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP on an address that is not loopback (passwords and tokens "
+        "cross the network readable; without it such a --bind needs --ssl-cert/--ssl-key)",
+    )
+    parser.add_argument(
         "--allow-anonymous-read",
         action="store_true",
         help="let clients without credentials read (writes always need a user with write)",
@@ -79,6 +87,27 @@ def ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
+def is_loopback(address: str) -> bool:
+    """Whether `address` is loopback: 127.0.0.0/8, ::1 or `localhost`."""
+    if address.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def plain_http_refusal(bind: str, tls: bool, insecure_http: bool) -> str | None:
+    """Why lw-rapi must not start serving plain HTTP on `bind`, or None."""
+    if tls or insecure_http or is_loopback(bind):
+        return None
+    return (
+        f"--bind {bind} is not a loopback address: serve HTTPS with --ssl-cert/--ssl-key, or "
+        "pass --insecure-http to serve plain HTTP there anyway (passwords and tokens would "
+        "cross the network readable; docs/operations.md#rapi-over-https)"
+    )
+
+
 async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     """Listen until SIGTERM/SIGINT; 1 if the address cannot be bound."""
     catch_stop_signals()
@@ -90,10 +119,11 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
         luxi=AsyncLuxiClient(run / paths.LUXID_SOCKET, patience=RPC_PATIENCE),
         wconfd=AsyncWConfdClient(run / paths.WCONFD_SOCKET, name="lw-rapi", patience=RPC_PATIENCE),
     )
-    users = UsersFile(users_path(state))
-    users.users()  # read (and report problems) at start-up
-    authorizer = Authorizer(users, allow_anonymous_read=args.allow_anonymous_read)
-    app = make_app(backend, authorizer)
+    credentials = Credentials(state)
+    credentials.load()  # read (and report problems) at start-up
+    authorizer = Authorizer(credentials, allow_anonymous_read=args.allow_anonymous_read)
+    insecure = args.insecure_http and tls is None
+    app = make_app(backend, authorizer, Settings(state, insecure_http=insecure))
     observe.install(app, authorizer, metrics_anonymous=args.metrics_anonymous)
     runner = web.AppRunner(app, access_log=logging.getLogger("rapi.access"))
     await runner.setup()
@@ -107,10 +137,20 @@ async def serve(args: argparse.Namespace, tls: ssl.SSLContext | None) -> int:
     scheme = "https" if tls else "http"
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     where = f"{scheme}://{host}:{args.port}/"
-    log.info(
-        "lw-rapi listening on %s (luxid and wconfd in %s; users in %s)", where, run, users.path
-    )
-    rapi_endpoint.publish(run, where)
+    log.info("lw-rapi listening on %s (luxid and wconfd in %s; users in %s)", where, run, state)
+    if insecure:
+        log.warning(
+            "--insecure-http: serving plain HTTP on %s; passwords and tokens cross the network "
+            "readable (use --ssl-cert/--ssl-key)",
+            where,
+        )
+    owner = rapi_endpoint.publish(run, where)
+    if owner is not None:
+        log.warning(
+            "%s belongs to lw-rapi pid %d, which still runs: left as it is",
+            run / rapi_endpoint.FILE,
+            owner,
+        )
     sdnotify.ready(f"serving on {where}")
     watchdog = asyncio.get_running_loop().create_task(sdnotify.watchdog_loop())
     try:
@@ -132,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.port < 65536:
         parser.error(f"--port must be 1..65535, got {args.port}")
     setup_logging("lw-rapi", args.log_level)
+    refusal = plain_http_refusal(args.bind, args.ssl_cert is not None, args.insecure_http)
+    if refusal is not None:
+        log.error("%s", refusal)
+        return 1
     tls = None
     if args.ssl_cert is not None:
         try:

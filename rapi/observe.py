@@ -18,8 +18,8 @@ from typing import Any
 from aiohttp import web
 
 from rapi import metrics
-from rapi.app import BACKEND, error_response, json_response
-from rapi.auth import REALM, Authorizer, Verdict
+from rapi.app import BACKEND, authorize, json_response
+from rapi.auth import Authorizer
 from rapi.dashboard import live
 
 STREAMS: web.AppKey[set[asyncio.Task[Any]]] = web.AppKey("dashboard_streams")
@@ -48,18 +48,7 @@ def _reading(authorizer: Authorizer, handler: Handler, *, anonymous: bool = Fals
 
     async def guarded(request: web.Request) -> web.StreamResponse:
         if not anonymous:
-            verdict = await authorizer.decide(
-                request.headers.get("Authorization"),
-                write=False,
-                what=f"{request.method} {request.path}",
-                peer=request.remote or "?",
-            )
-            if verdict is not Verdict.OK:
-                return error_response(
-                    401,
-                    "authentication required: HTTP Basic with a user of the rapi_users file",
-                    {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
-                )
+            await authorize(authorizer, request, None)
         return await handler(request)
 
     return guarded

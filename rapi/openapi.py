@@ -13,9 +13,11 @@ _ERROR = {"$ref": "#/components/schemas/Error"}
 _REASONS = {
     400: "malformed request (parameters or body)",
     401: "no, malformed or wrong credentials",
-    403: "the user lacks the write right",
+    403: "the user or token lacks the role (explain: needs role R), or a write from another origin",
     404: "no such object",
-    409: "already exists",
+    409: "already exists, or (a job's priority) nothing is pending",
+    415: "a write without Content-Type: application/json",
+    429: "too many failed logins for this user name or address (see Retry-After)",
     502: "a daemon (wconfd, luxid) is unreachable",
     501: "luxid does not serve this (it predates drains)",
     503: "the queue is drained",
@@ -66,8 +68,13 @@ def _operation(route: Route) -> dict[str, Any]:
     if route.public:
         op["security"] = []
     else:
-        codes |= {401, 502} | ({403} if route.write else set())
-        op["x-lockwarden-access"] = "write" if route.write else "read"
+        codes |= {401, 429, 502}
+        if route.role is not None:
+            codes |= {403}
+            op["x-lockwarden-role"] = route.role
+        op["x-lockwarden-access"] = "read" if route.role is None else "write"
+    if route.method in ("POST", "PUT", "DELETE"):
+        codes |= {403, 415}
     for code in sorted(codes):
         op["responses"][str(code)] = _error(code)
     return op
@@ -104,7 +111,10 @@ def document(routes: Iterable[Route]) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": SCHEMAS,
-            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+            "securitySchemes": {
+                "basic": {"type": "http", "scheme": "basic"},
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "lwt_"},
+            },
         },
-        "security": [{"basic": []}],
+        "security": [{"basic": []}, {"bearer": []}],
     }

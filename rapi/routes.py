@@ -10,13 +10,13 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import budgets, cluster, drains, events, instanceops, jobs, nodeops
+from rapi import budgets, cluster, drains, events, instanceops, jobs, nodeops, tokens
 from rapi.routing import Handler, Param, Route
 from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, TOPICS, UUID, list_of, ref
 
-# The right Ganeti's instance operations need (rapi.instanceops): the write right, for
-# now; this is the one place to name another (a role "instances") when roles come.
-INSTANCE_OPS_WRITE = True
+# The roles writes need (docs/operations.md#rapi-users-roles-and-tokens); each route names
+# the narrowest role that grants it, and a 403 names that role.
+JOBS, FILTERS, DRAINS, INSTANCES, ADMIN = "jobs", "filters", "drains", "instances", "admin"
 DRY_RUN = Param("dry-run", "query", {"type": "integer", "enum": [0]}, "1 is refused: jobs run")
 NO_REMEMBER = Param(
     "no_remember", "query", {"type": "integer", "enum": [0]}, "1 is refused: state is recorded"
@@ -28,14 +28,14 @@ INSTANCE_JOB_ERRORS = (400, 404, 503)
 def instance_op(
     method: str, path: str, handler: Handler, summary: str, body: str, *query: Param
 ) -> Route:
-    """A route of Ganeti's instance operations: write access, the instance's name, Ganeti's
-    `reason` query argument, a body of `body`'s schema, and a job id back."""
+    """A route of Ganeti's instance operations: the instance's name, Ganeti's
+    `reason` query argument, a body of `body`'s schema, and a job id back; role instances."""
     return Route(
         method,
         path,
         handler,
         summary + "; the job id",
-        write=INSTANCE_OPS_WRITE,
+        role=INSTANCES,
         params=(NAME, REASON, *query),
         body=ref(body),
         response=INT,
@@ -94,7 +94,7 @@ ROUTES: tuple[Route, ...] = (
         nodeops.put_node_role,
         "set the node's role flags (Ganeti's SetNodeRole; drained: the flag only, no moves); "
         "the job id",
-        write=True,
+        role=DRAINS,
         params=(NAME,),
         body=ref("NodeRoleBody"),
         response=INT,
@@ -106,7 +106,7 @@ ROUTES: tuple[Route, ...] = (
         nodeops.post_node_evacuate,
         "migrate the node's primary instances away (OP_NODE_EVACUATE, Ganeti's "
         "EvacuateNode); the job id",
-        write=True,
+        role=DRAINS,
         params=(NAME,),
         body=ref("EvacuateBody"),
         response=INT,
@@ -126,7 +126,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/nodes/{name}/drain",
         drains.put_node_drain,
         "drain the node (move its instances away before a deadline), or change its drain",
-        write=True,
+        role=DRAINS,
         params=(NAME,),
         body=ref("DrainBody"),
         response=ref("DrainStatus"),
@@ -147,7 +147,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/nodes/{name}/drain",
         drains.delete_node_drain,
         "cancel the node's drain (queued moves are canceled; running ones finish)",
-        write=True,
+        role=DRAINS,
         params=(NAME, KEEP_DRAINED),
         response=ref("DrainStatus"),
         errors=(400, 404, 501),
@@ -184,7 +184,7 @@ ROUTES: tuple[Route, ...] = (
         instanceops.post_instances,
         "create an instance from Ganeti's version 1 request (OP_INSTANCE_CREATE, placed by "
         "room without pnode); the job id",
-        write=INSTANCE_OPS_WRITE,
+        role=INSTANCES,
         params=(REASON, DRY_RUN),
         body=ref("InstanceCreateBody"),
         response=INT,
@@ -272,7 +272,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/jobs/{job_id}",
         jobs.delete_job,
         "cancel a job: [success, message]",
-        write=True,
+        role=JOBS,
         params=(
             JOB_ID,
             Param("kill", "query", {"type": "integer", "enum": [0, 1]}, "1: SIGKILL a running job"),
@@ -284,13 +284,13 @@ ROUTES: tuple[Route, ...] = (
         "PUT",
         "/2/jobs/{job_id}/priority",
         jobs.put_job_priority,
-        "change a queued or running job's priority: [success, message] (luxid's "
-        "change_job_priority, as a cancel answers)",
-        write=True,
+        "change the priority of a queued or running job's pending opcodes (luxid's "
+        "change_job_priority); the job id (409 if it has none pending)",
+        role=JOBS,
         params=(JOB_ID,),
         body=ref("PriorityBody"),
-        response=ref("Verdict"),
-        errors=(400, 404),
+        response=INT,
+        errors=(400, 404, 409),
     ),
     Route(
         "GET",
@@ -336,7 +336,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/filters",
         jobs.add_filter,
         "add a filter rule; its uuid",
-        write=True,
+        role=FILTERS,
         body=ref("FilterBody"),
         response=STR,
         errors=(400,),
@@ -355,7 +355,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/filters/{uuid}",
         jobs.replace_filter,
         "replace (or create) a filter rule; its uuid",
-        write=True,
+        role=FILTERS,
         params=(UUID,),
         body=ref("FilterBody"),
         response=STR,
@@ -366,7 +366,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/filters/{uuid}",
         jobs.delete_filter,
         "delete a filter rule",
-        write=True,
+        role=FILTERS,
         params=(UUID,),
         response={"type": "null"},
         errors=(400, 404),
@@ -394,7 +394,7 @@ ROUTES: tuple[Route, ...] = (
         "/2/budgets/{name}",
         budgets.put_budget,
         "add or replace a disruption budget; its row",
-        write=True,
+        role=DRAINS,
         params=(NAME,),
         body=ref("BudgetBody"),
         response=ref("BudgetRow"),
@@ -405,10 +405,21 @@ ROUTES: tuple[Route, ...] = (
         "/2/budgets/{name}",
         budgets.delete_budget,
         "delete a disruption budget",
-        write=True,
+        role=DRAINS,
         params=(NAME,),
         response={"type": "null"},
         errors=(404,),
+    ),
+    Route(
+        "POST",
+        "/2/tokens",
+        tokens.post_token,
+        "make a bearer token for a user (its roles at most the user's); the token, shown "
+        "once, and its id",
+        role=ADMIN,
+        body=ref("TokenBody"),
+        response=ref("NewToken"),
+        errors=(400,),
     ),
 )
 

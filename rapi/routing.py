@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient
 from client.vocabulary import INT64_MAX
@@ -45,15 +48,36 @@ class Backend:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """lw-rapi's own settings that handlers read: its state directory (the users and
+    tokens files) and whether it serves plain HTTP off loopback."""
+
+    state_dir: Path
+    insecure_http: bool = False
+
+
+SETTINGS: web.AppKey[Settings] = web.AppKey("settings", Settings)
+
+
+@dataclass(frozen=True)
 class Request:
     """What a handler gets: path parameters, query arguments, decoded JSON body, and the
-    HTTP server's own request (`raw`, for the one handler that streams: rapi.events)."""
+    HTTP server's own request (`raw`, for the handlers that stream or read the app's
+    settings), and who acts (`actor`, `rapi:alice` or `rapi:alice/token:ID`; None when
+    anonymous)."""
 
     match: Mapping[str, str]
     query: Mapping[str, str]
     body: Any
     backend: Backend
     raw: Any = None
+    actor: str | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """lw-rapi's settings (from the HTTP server's application)."""
+        settings: Settings = self.raw.app[SETTINGS]
+        return settings
 
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -77,7 +101,9 @@ class Route:
     path: str
     handler: Handler
     summary: str
-    write: bool = False
+    # The role a request needs (docs/operations.md#rapi-users-roles-and-tokens): None for
+    # reads, which every valid user may make; else the narrowest role that grants it.
+    role: str | None = None
     public: bool = False
     params: tuple[Param, ...] = ()
     body: dict[str, Any] | None = None

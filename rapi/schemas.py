@@ -14,6 +14,7 @@ from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
 from client.api.luxi import BudgetRow, DrainPlan, DrainStatus, WhyJob
 from client.drains import START_AT_MAX
+from client.rapi_users import ROLES
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
 from rapi.drains import PRIORITIES
 from rapi.instanceops import (
@@ -71,8 +72,21 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "max_running_jobs": INT,
             "tags": STR_LIST,
             "queue": {"type": "object"},
+            "insecure_http": {
+                "type": "boolean",
+                "description": "true when lw-rapi serves plain HTTP off loopback (--insecure-http)",
+            },
         },
-        ["name", "uuid", "master", "default_hypervisor", "ipolicy", "tags", "software_version"],
+        [
+            "name",
+            "uuid",
+            "master",
+            "default_hypervisor",
+            "ipolicy",
+            "tags",
+            "software_version",
+            "insecure_http",
+        ],
     ),
     "ISpec": obj(dict.fromkeys(ISPEC_KEYS, INT), list(ISPEC_KEYS)),
     "IPolicy": obj(
@@ -375,7 +389,32 @@ SCHEMAS.update(
             },
             ["priority"],
         ),
-        "Verdict": {"type": "array", "prefixItems": [BOOL, STR], "minItems": 2, "maxItems": 2},
+        "TokenBody": obj(
+            {
+                "user": STR,
+                "roles": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string", "enum": list(ROLES)},
+                    "description": "at most the user's roles; null: all of them",
+                },
+                "expires": {
+                    "type": ["string", "null"],
+                    "example": "30d",
+                    "description": "lifetime (90s, 15m, 2h, 30d); null: never",
+                },
+            },
+            ["user"],
+        ),
+        "NewToken": obj(
+            {
+                "id": STR,
+                "token": {**STR, "description": "shown once; the file keeps its SHA-256"},
+                "user": STR,
+                "roles": {"type": ["array", "null"], "items": STR},
+                "expires": {"type": ["number", "null"], "description": "epoch seconds"},
+            },
+            ["id", "token", "user", "roles", "expires"],
+        ),
     }
 )
 

@@ -8,6 +8,7 @@ command with the shared options and its lazily imported handler).
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from client.cli.argtypes import duration, topics
@@ -67,17 +68,63 @@ def budget_commands(b: Any, sub: Any) -> None:
     b.leaf(sub, "delete", "budgets:budget_delete", "delete a budget").add_argument("name")
 
 
+def _rapi_state_dir() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--rapi-state-dir",
+        metavar="DIR",
+        help="lw-rapi's state directory, holding rapi_users and rapi_tokens (default: "
+        "$LW_RAPI_STATE_DIR, else /var/lib/lockwarden-rapi if it exists, else the state "
+        "directory)",
+    )
+    return parser
+
+
 def user_commands(b: Any, sub: Any) -> None:
-    add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user")
+    where = _rapi_state_dir()
+    add = b.leaf(sub, "add", "rapi_users:user_add", "add or replace a RAPI user", where)
     add.add_argument("name")
-    add.add_argument("--write", action="store_true", help="may also change things")
+    add.add_argument(
+        "--roles",
+        metavar="R,...",
+        help="roles, comma-separated: jobs, filters, drains, instances, audit, admin, write "
+        "(write: every role but audit and admin); without: read only",
+    )
+    add.add_argument("--write", action="store_true", help="the same as --roles write")
     add.add_argument(
         "--password-stdin",
         action="store_true",
         help="read the password from the first line of stdin instead of prompting",
     )
-    b.leaf(sub, "list", "rapi_users:user_list", "list the RAPI users", b.table)
-    b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user").add_argument("name")
+    b.leaf(
+        sub, "list", "rapi_users:user_list", "list the RAPI users and their roles", b.table, where
+    )
+    b.leaf(sub, "remove", "rapi_users:user_remove", "remove a RAPI user", where).add_argument(
+        "name"
+    )
+    token = b.leaf(
+        sub,
+        "token",
+        "rapi_tokens:token_create",
+        "make a bearer token for a RAPI user; prints it once, and its id",
+        where,
+    )
+    token.add_argument("name")
+    token.add_argument(
+        "--roles",
+        metavar="R,...",
+        help="the token's roles, at most the user's (default: the user's, as they are then)",
+    )
+    token.add_argument(
+        "--expires", type=duration, metavar="DURATION", help="lifetime: 12h, 30d (default: never)"
+    )
+    tokens = b.leaf(
+        sub, "tokens", "rapi_tokens:token_list", "list tokens (ids, never tokens)", b.table, where
+    )
+    tokens.add_argument("name", nargs="?", help="only this user's")
+    b.leaf(sub, "revoke", "rapi_tokens:token_revoke", "end a token at once", where).add_argument(
+        "id"
+    )
 
 
 def events_command(b: Any, top: Any) -> None:

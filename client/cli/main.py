@@ -474,7 +474,7 @@ GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
         cluster_commands,
     ),
     "debug": ("debugging aids", _debug_commands),
-    "rapi-user": ("the RAPI users file (rapi_users in the state dir)", user_commands),
+    "rapi-user": ("RAPI users, their roles and tokens (in lw-rapi's state dir)", user_commands),
 }
 
 

@@ -19,7 +19,19 @@ from client.cli.context import Context, UsageError
 
 # Fields holding epoch seconds (or per-opcode lists of them): shown as local times.
 TIME_FIELDS = frozenset(
-    {"received_ts", "start_ts", "end_ts", "opstart", "opexec", "opend", "ctime", "mtime", "since"}
+    {
+        "received_ts",
+        "start_ts",
+        "end_ts",
+        "opstart",
+        "opexec",
+        "opend",
+        "ctime",
+        "mtime",
+        "since",
+        "created",
+        "expires",
+    }
 )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from client.durations import MAX_SECONDS
 from client.errors import InvalidParams, NotFound
 from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from luxid.drains.effects import TAG_SOURCE, ChangePriority, Effect, Submit
@@ -52,9 +53,11 @@ _OP_OF: dict[JobKind, str] = {
 def check_strategy(deadline: float | None, max_parallel: int, priority: int) -> None:
     """InvalidParams naming the parameter that is out of range
     (docs/contracts.md#drain-methods)."""
-    if deadline is not None and not (math.isfinite(deadline) and deadline >= 0):
+    # At most a century (client.durations): further is a typo, and no clock can show it.
+    if deadline is not None and not (math.isfinite(deadline) and 0 <= deadline <= MAX_SECONDS):
         raise InvalidParams(
-            "param `deadline`: must be >= 0 seconds from now (0: now), or null for none",
+            f"param `deadline`: must be 0 (now) to {MAX_SECONDS} seconds from now, or null "
+            "for none",
             {"param": "deadline"},
         )
     if max_parallel < 1:

@@ -413,7 +413,7 @@ def test_rapi_user_commands(lw_nodaemons: Lw) -> None:
     )
     lw.ok("rapi-user", "add", "bob", "--password-stdin", input="hunter2\n")
     users = lw.json("rapi-user", "list")
-    assert users == [{"name": "alice", "write": True}, {"name": "bob", "write": False}]
+    assert users == [{"name": "alice", "roles": ["write"]}, {"name": "bob", "roles": []}]
     path = lw.state_dir / "rapi_users"
     text = path.read_text()
     assert "s3cret" not in text and "hunter2" not in text and text.count("{SCRYPT}") == 2
@@ -421,7 +421,7 @@ def test_rapi_user_commands(lw_nodaemons: Lw) -> None:
     assert "replaced" in lw.ok(
         "rapi-user", "add", "bob", "--write", "--password-stdin", input="x\n"
     )
-    assert lw.json("rapi-user", "list")[1] == {"name": "bob", "write": True}
+    assert lw.json("rapi-user", "list")[1] == {"name": "bob", "roles": ["write"]}
     lw.ok("rapi-user", "remove", "alice")
     assert [u["name"] for u in lw.json("rapi-user", "list")] == ["bob"]
     lw.fails(1, "rapi-user", "remove", "alice")
@@ -496,12 +496,15 @@ def test_users_file_format() -> None:
             f"reader {secret}",
             "plain cleartextpassword",
             "greedy {SCRYPT}1073741824$8$1$c2FsdA$a2V5a2V5a2V5a2V5a2V5a2V5 write",
-            f"odd {secret} admin",
+            f"odd {secret} superuser",
+            f"ops {secret} jobs,Filters",
+            f"ganeti {secret} read,write",
         ]
     )
     users, problems = parse_users(text)
-    assert sorted(users) == ["admin", "reader"]
-    assert users["admin"].write and not users["reader"].write
+    assert sorted(users) == ["admin", "ganeti", "ops", "reader"]
+    assert users["admin"].roles == {"write"} and not users["reader"].roles
+    assert users["ops"].roles == {"jobs", "filters"} and users["ganeti"].roles == {"write"}
     assert len(problems) == 3 and all("ignored" in p for p in problems)
     assert not verify_password("{SCRYPT}garbage", "pw")
 

@@ -443,10 +443,21 @@ def test_dashboard_shows_live_data_and_updates_without_reload(
 
     async def drive() -> None:
         async with Browser(tmp_path / "chromium") as browser:
+            await browser.send("Page.enable")
+            await browser.send(  # what the Content-Security-Policy refuses, if anything
+                "Page.addScriptToEvaluateOnNewDocument",
+                source="window.cspViolations = []; document.addEventListener("
+                "'securitypolicyviolation', e => window.cspViolations.push("
+                "e.violatedDirective + ' ' + e.blockedURI))",
+            )
             await browser.open(f"{rapi.base}/ui/", {"Authorization": f"Basic {token}"})
             await browser.wait_for(
                 f"!!document.querySelector('#queued tr[data-job-id=\"{paused}\"]')"
             )
+            assert await browser.evaluate("window.cspViolations") == []
+            assert await browser.evaluate(
+                "getComputedStyle(document.querySelector('#status-bar .seg')).flexGrow"
+            ) not in ("", "0")
             await browser.evaluate("window.loadedOnce = true")
             nodes = await browser.evaluate(ROWS.format("nodes"))
             assert [row.split("\t")[0] for row in nodes] == ["alpha", "beta"]

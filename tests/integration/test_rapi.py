@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import Stack, delay
 
-from client.rapi_users import User, format_user, hash_password
+from client.rapi_users import User, format_user, hash_password, parse_roles
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,12 +43,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_users(state_dir: Path, *users: tuple[str, str, bool]) -> Path:
+def write_users(state_dir: Path, *users: tuple[str, str, bool | str]) -> Path:
+    """The users file with these users: (name, password, True for `write`, False for none,
+    or a comma-separated list of roles)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     path = state_dir / "rapi_users"
-    lines = [format_user(User(name, hash_password(pw), write)) for name, pw, write in users]
+    lines = [
+        format_user(User(name, hash_password(pw), roles_of(roles))) for name, pw, roles in users
+    ]
     path.write_text("# test users\n" + "\n".join(lines) + "\n")
     return path
+
+
+def roles_of(roles: bool | str) -> frozenset[str]:
+    if isinstance(roles, bool):
+        return frozenset({"write"}) if roles else frozenset()
+    return parse_roles(roles)
 
 
 class Answer:
@@ -308,7 +318,7 @@ def test_authentication_and_rights(rapi: Rapi, stack: Any) -> None:
 
     assert rapi.call("GET", "/2/jobs", user=READER).status == 200
     assert rapi.call("GET", "/2/filters?bulk=1", user=READER).status == 200
-    assert_error(rapi.call("POST", "/2/filters", {}, user=READER), 403, "write")
+    assert rapi.call("POST", "/2/filters", {}, user=READER).body["explain"] == "needs role filters"
     assert_error(rapi.call("DELETE", "/2/jobs/1", user=READER), 403)
     assert_error(rapi.call("POST", "/2/filters", {}, user=None), 401)
     assert rapi.call("POST", "/2/filters", {}, user=ADMIN).status == 200
@@ -316,7 +326,7 @@ def test_authentication_and_rights(rapi: Rapi, stack: Any) -> None:
 
     log = rapi.daemon.log()
     assert "wrong user name or password for 'admin'" in log
-    assert "user 'reader' has no write access; 403" in log
+    assert "user 'reader' lacks role filters; 403" in log
     assert "admin-pw" not in log and "reader-pw" not in log
 
 
@@ -324,9 +334,9 @@ def test_users_file_is_reread_when_it_changes(rapi: Rapi, stack: Any) -> None:
     path = stack.wconfd.state_dir / "rapi_users"
     assert_error(rapi.call("GET", "/2/jobs", user=("carol", "c-pw")), 401)
     with path.open("a") as f:
-        f.write(format_user(User("carol", hash_password("c-pw"), True)) + "\n")
+        f.write(format_user(User("carol", hash_password("c-pw"), frozenset({"write"}))) + "\n")
     assert rapi.call("POST", "/2/filters", {}, user=("carol", "c-pw")).status == 200
-    path.write_text(format_user(User("carol", hash_password("c-pw"), False)) + "\n")
+    path.write_text(format_user(User("carol", hash_password("c-pw"))) + "\n")
     assert_error(rapi.call("POST", "/2/filters", {}, user=("carol", "c-pw")), 403)
     assert_error(rapi.call("GET", "/2/jobs", user=ADMIN), 401)  # admin is gone
     path.unlink()
@@ -473,8 +483,15 @@ def tls_files(tmp_path: Path) -> tuple[Path, Path]:
 def test_https(stack: Any, daemon_factory: Any, tls_files: tuple[Path, Path]) -> None:
     cert, key = tls_files
     context = ssl.create_default_context(cafile=str(cert))
-    rapi = Rapi(daemon_factory, "--ssl-cert", str(cert), "--ssl-key", str(key), tls=context)
-    assert rapi.get("/2/info")["name"] == "lockwarden"
+    rapi = Rapi(  # off loopback: HTTPS needs no --insecure-http
+        daemon_factory,
+        "--bind",
+        "0.0.0.0",
+        *("--ssl-cert", str(cert), "--ssl-key", str(key)),
+        tls=context,
+    )
+    info = rapi.get("/2/info")
+    assert info["name"] == "lockwarden" and info["insecure_http"] is False
     assert_error(rapi.call("GET", "/2/info", user=None), 401)
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         urllib.request.urlopen(f"http://127.0.0.1:{rapi.port}/version", timeout=5).read()

@@ -29,7 +29,10 @@ SERVICES = {
     "lockwarden-rapi.service": "lw-rapi",
 }
 UNITS = [*SERVICES, TARGET]
+DAEMONS = ["lockwarden-wconfd.service", "lockwarden-luxid.service"]  # sharing their dirs
+RAPI = "lockwarden-rapi.service"
 STATE_DIR = "/var/lib/lockwarden"
+RAPI_STATE_DIR = "/var/lib/lockwarden-rapi"
 RUN_DIR = "/run/lockwarden"
 BIN_DIR = "/usr/local/bin"
 
@@ -166,7 +169,7 @@ def test_service_notifies_and_is_watched(units: dict[str, Unit], name: str) -> N
     assert unit.get("Service", "Restart") == "on-failure"
 
 
-@pytest.mark.parametrize("name", SERVICES)
+@pytest.mark.parametrize("name", DAEMONS)
 def test_service_directories(units: dict[str, Unit], name: str) -> None:
     unit = units[name]
     assert unit.get("Service", "RuntimeDirectory") == "lockwarden"
@@ -178,7 +181,7 @@ def test_service_directories(units: dict[str, Unit], name: str) -> None:
 def test_shared_directories_have_one_owner_and_mode(units: dict[str, Unit]) -> None:
     # systemd re-owns and re-modes a shared directory at every start: units must agree.
     for key in ("User", "Group", "RuntimeDirectoryMode", "StateDirectoryMode"):
-        values = {units[name].get("Service", key) for name in SERVICES}
+        values = {units[name].get("Service", key) for name in DAEMONS}
         assert len(values) == 1, f"{key} differs between units: {values}"
     assert units["lockwarden-wconfd.service"].get("Service", "Group") == "lockwarden"
 
@@ -193,8 +196,8 @@ def test_exec_start_runs_the_console_script_with_the_unit_directories(
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert SERVICES[name] in scripts, "ExecStart names a console script of the package"
     assert option(argv, "--state-dir") == f"/var/lib/{unit.get('Service', 'StateDirectory')}"
-    assert option(argv, "--run-dir") == f"/run/{unit.get('Service', 'RuntimeDirectory')}"
-    if name != "lockwarden-rapi.service":  # rapi has no socket of its own
+    assert option(argv, "--run-dir") == RUN_DIR
+    if name != RAPI:  # rapi has no socket of its own
         assert option(argv, "--group") == unit.get("Service", "Group")
 
 
@@ -208,7 +211,7 @@ def test_environment_points_children_at_the_same_directories(
             key, _, val = item.partition("=")
             env[key] = val
     assert env.get("LW_RUN_DIR") == RUN_DIR
-    assert env.get("LW_STATE_DIR") == STATE_DIR
+    assert env.get("LW_STATE_DIR") == (RAPI_STATE_DIR if name == RAPI else STATE_DIR)
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -258,6 +261,17 @@ def test_wconfd_depends_on_no_other_lockwarden_daemon(units: dict[str, Unit]) ->
     for key in ("Requires", "Wants", "After", "BindsTo"):
         assert not [w for w in wconfd.words("Unit", key) if w.startswith("lockwarden-")], key
     assert wconfd.get("Service", "KillMode") in {None, "control-group"}
+
+
+def test_rapi_runs_apart_from_the_state(units: dict[str, Unit]) -> None:
+    rapi = units[RAPI]
+    assert rapi.get("Service", "User") == "lockwarden-rapi"
+    assert rapi.words("Service", "SupplementaryGroups") == ["lockwarden"]  # the sockets
+    assert rapi.get("Service", "StateDirectory") == "lockwarden-rapi"
+    assert option(exec_start(rapi), "--state-dir") == RAPI_STATE_DIR
+    # The daemons' directories are not its own: systemd would re-own them to lockwarden-rapi.
+    assert rapi.get("Service", "RuntimeDirectory") is None
+    assert not [p for p in rapi.words("Service", "ReadWritePaths") if "lockwarden" in p]
 
 
 def test_rapi_wants_both_daemons(units: dict[str, Unit]) -> None:
@@ -360,5 +374,8 @@ def test_sysusers_file_creates_the_lockwarden_user(tmp_path: Path) -> None:
     user = next(line for line in passwd.splitlines() if line.startswith("lockwarden:"))
     fields = user.split(":")
     assert fields[5] == STATE_DIR and fields[6].endswith("nologin")
-    gid = next(line for line in group.splitlines() if line.startswith("lockwarden:")).split(":")[2]
-    assert fields[3] == gid, "the user's primary group is lockwarden"
+    lockwarden = next(line for line in group.splitlines() if line.startswith("lockwarden:"))
+    assert fields[3] == lockwarden.split(":")[2], "the user's primary group is lockwarden"
+    rapi = next(line for line in passwd.splitlines() if line.startswith("lockwarden-rapi:"))
+    assert rapi.split(":")[5] == RAPI_STATE_DIR
+    assert lockwarden.split(":")[3].split(",") == ["lockwarden-rapi"], "rapi reaches the sockets"

@@ -1,5 +1,8 @@
 // Lockwarden dashboard: renders the document lw-rapi streams on /ui/events (server-sent
 // events, one "snapshot" per change). No framework, no build step, nothing from outside.
+// The page is built from elements and text nodes only (never HTML from data), and styles
+// are set through the CSSOM: lw-rapi's Content-Security-Policy (default-src 'self')
+// refuses inline scripts and style attributes.
 "use strict";
 
 const STATUS_ORDER = ["queued", "waiting", "running", "canceling", "success", "error", "canceled"];
@@ -9,7 +12,7 @@ function h(tag, attrs, ...children) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key === "class") el.className = value;
-    else if (key === "style") el.setAttribute("style", value);
+    else if (key === "style") Object.assign(el.style, value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat()) {
@@ -81,7 +84,7 @@ function renderQueue(v) {
   const total = STATUS_ORDER.reduce((n, s) => n + (counts[s] || 0), 0);
   document.getElementById("status-bar").replaceChildren(
     ...STATUS_ORDER.filter((s) => counts[s]).map((s) =>
-      h("span", { class: `seg st-${s}`, style: `flex-grow:${counts[s]}`, title: `${s}: ${counts[s]}` })));
+      h("span", { class: `seg st-${s}`, style: { flexGrow: String(counts[s]) }, title: `${s}: ${counts[s]}` })));
   document.getElementById("status-legend").replaceChildren(
     ...STATUS_ORDER.map((s) =>
       h("li", { "data-status": s }, h("span", { class: `dot st-${s}` }), `${s} `,
@@ -112,7 +115,7 @@ function renderDrains(v) {
       h("div", { class: "drain-head" }, h("b", {}, d.target), badge(d.status || "?"),
         h("span", { class: "muted" }, `${d.total - d.remaining} / ${d.total} moved`)),
       h("div", { class: "progress", role: "progressbar", "aria-valuenow": d.percent, "aria-valuemin": 0, "aria-valuemax": 100 },
-        h("span", { style: `width:${d.percent}%` })),
+        h("span", { style: { width: `${d.percent}%` } })),
       d.message ? h("div", { class: "muted" }, d.message) : null)));
   list.hidden = v.drains.length === 0;
   list.nextElementSibling.hidden = v.drains.length !== 0;
