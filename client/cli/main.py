@@ -197,6 +197,8 @@ def _stack_commands(b: _Builder, top: Any) -> None:
     up.add_argument(
         "--rapi-port", type=non_negative_int, default=5080, metavar="PORT", help="RAPI port"
     )
+    up.add_argument("--rapi-insecure-http", action="store_true",
+                    help="plain HTTP off loopback (see docs/operations.md for HTTPS)")  # fmt: skip
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     events_command(b, top)
     up.add_argument(

@@ -103,6 +103,8 @@ def _children(ctx: Context, args: argparse.Namespace) -> list[tuple[Child, Calla
         rapi_argv = [*daemon_argv("rapi"), *dirs, "--bind", host, "--port", str(args.rapi_port)]
         if args.demo:
             rapi_argv.append("--allow-anonymous-read")
+        if args.rapi_insecure_http:
+            rapi_argv.append("--insecure-http")
         probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
         shown = f"[{host}]" if ":" in host else host
         child = Child("rapi", rapi_argv, f"http://{shown}:{args.rapi_port}/")

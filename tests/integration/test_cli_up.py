@@ -83,7 +83,13 @@ class Up:
         return json.loads(done.stdout)
 
     def http(self, method: str, path: str) -> tuple[int, Any]:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+        # Writes are JSON (lw-rapi answers 415 to any other body before it authenticates).
+        data, headers = (
+            (None, {}) if method == "GET" else (b"{}", {"Content-Type": "application/json"})
+        )
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, headers=headers, method=method
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as resp:
                 return resp.status, json.loads(resp.read())
