@@ -68,13 +68,13 @@ async def errors_middleware(
     except errors.RpcError as exc:
         status = _rpc_status(exc)
         if status >= 500:
-            log.error("%s %s: %s", request.method, request.path, exc)
+            log.error("%s %r: %r", request.method, request.path, exc.message)
         return error_response(status, exc.message)
     except web.HTTPException as exc:  # the router's 404/405, aiohttp's 413 …
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
         return error_response(exc.status, _explain(request, exc), headers)
     except Exception:
-        log.exception("%s %s failed", request.method, request.path)
+        log.exception("%s %r failed", request.method, request.path)
         return error_response(500, "internal error; the lw-rapi log has the details")
 
 
@@ -107,7 +107,7 @@ def _endpoint(
             verdict = await authorizer.decide(
                 request.headers.get("Authorization"),
                 write=route.write,
-                what=f"{request.method} {request.path}",
+                what=f"{request.method} {request.path!r}",  # logged: repr, never raw
                 peer=request.remote or "?",
             )
             if verdict is Verdict.UNAUTHENTICATED:
