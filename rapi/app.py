@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from client import errors
+from client import errors, strictjson
 from rapi import events, openapi
 from rapi.auth import REALM, Authorizer, Verdict
 from rapi.routes import ROUTES, RPC_STATUS
@@ -24,7 +24,6 @@ from rapi.routing import Backend, HttpError, Request, Route
 log = logging.getLogger(__name__)
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder()
 MAX_BODY_BYTES = 4 * 1024 * 1024
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
 
@@ -89,14 +88,17 @@ def _explain(request: web.Request, exc: web.HTTPException) -> str:
 
 
 async def _json_body(request: web.Request) -> Any:
-    """The decoded JSON body; None if there is none; 400 if it is not JSON."""
+    """The decoded JSON body; None if there is none; 400 if it is not strict JSON (a key
+    twice, or nested too deeply: docs/contracts.md#framing)."""
     raw = await request.read()
     if not raw.strip():
         return None
     try:
-        return _decoder.decode(raw)
+        return strictjson.loads(raw)
     except msgspec.DecodeError as exc:
         raise HttpError(400, f"malformed JSON body: {exc}") from None
+    except strictjson.JsonRefused as exc:
+        raise HttpError(400, f"JSON body refused: {exc}") from None
 
 
 def _endpoint(

@@ -26,11 +26,20 @@ import msgspec
 
 from client._server.dispatch import Handler, dispatch_one
 from client.errors import InternalError, InvalidRequest, ParseError, RpcError
-from client.protocol import DEFAULT_MAX_MESSAGE_BYTES, decode_message, encode
+from client.protocol import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    decode_big_message,
+    decode_message,
+    encode,
+)
+from client.strictjson import JsonRefused
 
 log = logging.getLogger(__name__)
 
 _PEERCRED = struct.Struct("3i")
+# A frame longer than this is decoded in a thread, in short pieces, so that the event loop
+# answers the other connections meanwhile (docs/contracts.md#framing).
+OFF_LOOP_BYTES = 1024 * 1024
 # In-flight calls per connection before the server stops reading from it.
 _HIGH_WATER = 512
 _LOW_WATER = 128
@@ -148,7 +157,7 @@ class Connection(asyncio.Protocol):
                 break
             if end - start > limit:
                 return self._too_large()
-            line = bytes(buf[start:end])
+            line = bytes(memoryview(buf)[start:end])  # one copy, not two
             start = end + 1
             self._scanned = start
             if line.strip():
@@ -248,12 +257,15 @@ class Connection(asyncio.Protocol):
 
     async def _dispatch(self, line: bytes) -> None:
         try:
-            message = decode_message(line)
+            if len(line) > OFF_LOOP_BYTES:
+                message = await self._loop.run_in_executor(None, decode_big_message, line)
+            else:
+                message = decode_message(line)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             self.send(_error_response(ParseError(f"not valid JSON: {exc}")))
             return
-        except RecursionError:
-            self.send(_error_response(InvalidRequest("message nested too deeply")))
+        except JsonRefused as exc:
+            self.send(_error_response(InvalidRequest(f"not strict JSON: {exc}")))
             return
         methods = self.server.methods
         if isinstance(message, list):
