@@ -14,10 +14,12 @@ bench/lock_breakdown.py) - for checks our handlers make anyway.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
@@ -40,6 +42,11 @@ log = logging.getLogger(__name__)
 # to the method as its first argument (e.g. the identified client), or raises to refuse.
 Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
+
+BIG_REQUEST: ContextVar[bool] = ContextVar("lw_big_request", default=False)
+"""Set (by the server, in the call's own task) for a request read from a big frame: its
+params are then checked in a thread, as the frame was decoded, so that walking millions
+of values never holds up the event loop (docs/contracts.md#framing)."""
 
 
 def daemons_only_refusal(spec: MethodSpec, peer_uid: int, own_uid: int) -> PermissionDenied:
@@ -70,7 +77,11 @@ def _handler(
                 raise daemons_only_refusal(spec, conn.peer.uid, own_uid)
             if role is not None and not role.serving:
                 raise not_master(role)
-            params = spec.decode_params(args, kwargs)
+            if BIG_REQUEST.get():
+                loop = asyncio.get_running_loop()
+                params = await loop.run_in_executor(None, spec.decode_params, args, kwargs)
+            else:
+                params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
         except RpcError:

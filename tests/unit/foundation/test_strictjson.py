@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -73,12 +74,15 @@ def test_loads_answers_what_the_reference_answers(value, style):
     assert outcome(loads, text) == outcome(reference, text)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(values, st.sampled_from(["compact", "spaced"]), st.integers(1, 60))
 def test_loads_big_is_loads_in_pieces(value, style, copies):
-    text = render([value] * copies + [Pairs([("k", [value] * copies)])], style).encode()
+    as_array = [value] * copies + [Pairs([("k", [value] * copies)])]
+    as_object = Pairs([("a", [value] * copies), ("b", value), ("c", Pairs([("k", value)] * 2))])
     with small_pieces():
-        assert outcome(loads_big, text) == outcome(reference, text)
+        for shape in (as_array, as_object, Pairs([("params", as_object), ("id", 1)])):
+            text = render(shape, style).encode()
+            assert outcome(loads_big, text) == outcome(reference, text)
 
 
 @contextlib.contextmanager
@@ -98,6 +102,9 @@ def test_the_probe_and_the_envelope():
     assert loads(b'{"jsonrpc":"2.0","method":"ping","id":1}')["method"] == "ping"
     big = json.dumps(list(range(100))).encode()
     with small_pieces():
+        for bad in (b"[1,2] x", b"[1,,2]", b"[1,2", b'{"a":1,}', b"[1]]", b"[\f1]"):
+            with pytest.raises(msgspec.DecodeError):
+                loads_big(bad + b" " * 100)
         for same in (big, b"[1]"):
             with pytest.raises(JsonRefused, match="same key twice"):
                 loads_big(b'{"a":' + big + b', "b": 1, "a" :' + same + b"}")
