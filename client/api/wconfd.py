@@ -42,6 +42,12 @@ Reservation = Annotated[Sequence[str], Meta(min_length=3, max_length=3)]
 Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain", "budget"]
 
 
+_OBJECT_WRITE_ERRORS = (
+    AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError,
+)  # fmt: skip
+"""What adding or replacing a configuration object may raise."""
+
+
 class Identity(msgspec.Struct, frozen=True):
     """What `identify` answers: the stable id locks and reservations belong to."""
 
@@ -268,29 +274,11 @@ class WConfdApi(CommonApi):
         exist), or of every node, by name: computed from the instances that are up, so
         an opcode checks one node without reading every instance."""
 
-    @rpc(
-        AlreadyExists,
-        ConfigValidationError,
-        FilterError,
-        LockNotHeld,
-        InvalidParams,
-        StorageError,
-        daemons_only=True,
-    )
+    @rpc(*_OBJECT_WRITE_ERRORS, daemons_only=True)
     def add_object(self, kind: Kind, object: dict[str, Any]) -> Any:
         """Add an object (uuid generated if absent); returns it as stored."""
 
-    @rpc(
-        StaleObjectError,
-        NotFound,
-        AlreadyExists,
-        ConfigValidationError,
-        FilterError,
-        LockNotHeld,
-        InvalidParams,
-        StorageError,
-        daemons_only=True,
-    )
+    @rpc(StaleObjectError, NotFound, *_OBJECT_WRITE_ERRORS, daemons_only=True)
     def update_object(self, kind: Kind, object: dict[str, Any]) -> UpdateResult:
         """Replace an object whose serial_no is the stored one (an identical retry counts as applied)."""
 
