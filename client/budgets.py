@@ -11,12 +11,12 @@ carries.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 import msgspec
 
 from client.errors import InvalidParams
+from client.names import TAG_RULE, is_tag
 
 # OP_IDs that disrupt the instance they name while their job runs.
 DISRUPTIVE_OPS: Final = frozenset(
@@ -28,8 +28,6 @@ DISRUPTIVE_OPS: Final = frozenset(
         "OP_INSTANCE_REPLACE_DISKS",
     }
 )
-TAG_RE: Final = re.compile(r"[A-Za-z0-9._:+-]{1,128}")
-"""The tag syntax a budget's tags (and its name) follow."""
 MAX_BUDGET_TAGS: Final = 256
 
 
@@ -53,15 +51,15 @@ class BudgetRecord(
 
 def budget_problem(name: object, tags: object, max_disrupted: object) -> tuple[str, str] | None:
     """(param, what is wrong and what to send) for a bad budget, else None."""
-    if not isinstance(name, str) or not TAG_RE.fullmatch(name):
-        return "name", f"{name!r} is no budget name: use 1-128 of A-Z a-z 0-9 . _ : + -"
+    if not isinstance(name, str) or not is_tag(name):
+        return "name", f"{name!r} is no budget name: use {TAG_RULE}"
     if not isinstance(tags, list | tuple) or not tags:
         return "tags", "give at least one instance tag (a budget covers the instances carrying one)"
     if len(tags) > MAX_BUDGET_TAGS:
         return "tags", f"at most {MAX_BUDGET_TAGS} tags"
     for tag in tags:
-        if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
-            return "tags", f"{tag!r} is no tag: use 1-128 of A-Z a-z 0-9 . _ : + -"
+        if not isinstance(tag, str) or not is_tag(tag):
+            return "tags", f"{tag!r} is no tag: use {TAG_RULE}"
     if len(set(tags)) != len(tags):
         return "tags", "a tag is given twice"
     if isinstance(max_disrupted, bool) or not isinstance(max_disrupted, int) or max_disrupted < 0:

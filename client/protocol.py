@@ -11,8 +11,11 @@ from typing import Any, Literal
 
 import msgspec
 
+from client import strictjson
+
 PROTOCOL_VERSION = 1
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The longest frame a daemon reads, without its newline (--max-message-bytes)."""
 
 # A request id: JSON-RPC allows a string, a number or null.
 RequestId = int | str | None
@@ -45,9 +48,6 @@ class Response(msgspec.Struct, omit_defaults=True):
 
 
 _encoder = msgspec.json.Encoder()
-# A float literal beyond a double (1e400) becomes an infinity, so that the param check
-# (client.api.numbers) answers it as InvalidParams with the request's id, not ParseError.
-_request_decoder = msgspec.json.Decoder(float_hook=float)
 _response_decoder = msgspec.json.Decoder(Response)
 
 
@@ -60,8 +60,16 @@ def encode(obj: Any) -> bytes:
 
 
 def decode_message(line: bytes) -> Any:
-    """Parse one frame into plain JSON values (raises msgspec.DecodeError)."""
-    return _request_decoder.decode(line)
+    """Parse one frame into plain JSON values, strictly (client.strictjson: raises
+    msgspec.DecodeError for bad JSON, JsonRefused for a duplicate key or too deep a
+    nesting).  A float beyond a double (1e400) becomes an infinity, which the param check
+    answers as InvalidParams with the request's id, not as bad JSON."""
+    return strictjson.loads(line)
+
+
+def decode_big_message(line: bytes) -> Any:
+    """`decode_message` in short pieces, for a thread beside the event loop."""
+    return strictjson.loads_big(line)
 
 
 def decode_response(line: bytes) -> Response:

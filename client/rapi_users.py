@@ -24,11 +24,12 @@ import contextlib
 import hashlib
 import hmac
 import os
-import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from client.names import CLIENT_NAME_RE
 
 USERS_FILE = "rapi_users"
 SCHEME = "{SCRYPT}"
@@ -38,7 +39,7 @@ _KEY_BYTES = 32
 _SALT_BYTES = 16
 # Upper bounds on what a users file may ask for (a tampered file must not exhaust memory).
 _MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16
-NAME_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
+NAME_RE = CLIENT_NAME_RE  # a user's name follows the client-name rule (no trailing newline)
 
 
 # The roles, narrowest first; `write` and `admin` are unions of others.

@@ -86,7 +86,7 @@ class ActiveFilters:
         self.rules = rules
         self._chain = FilterChain(rules.values(), previous=self._chain)
         for uuid, error in self._chain.errors.items():
-            log.warning("filter rule %s never applies: %s", uuid, error)
+            log.warning("filter rule %s never applies: %r", uuid, error)
 
     # -- query_filters ---------------------------------------------------------------
 

@@ -301,7 +301,7 @@ class DrainService:
                 check_job(effect.ops)
                 (job,) = await self.queue.submit([effect.ops], internal=True)
             except errors.RpcError as exc:
-                log.warning("%s: cannot submit %s: %s", effect.target, effect.tag, exc.message)
+                log.warning("%r: cannot submit %s: %r", effect.target, effect.tag, exc.message)
                 return node.submit_refused(record, effect, exc.message, now)
             return node.record_submitted(record, effect, job.id, now)
         if isinstance(effect, PutFilter):

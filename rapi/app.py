@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from client import errors
+from client import errors, strictjson
 from rapi import browser, events, openapi
 from rapi.auth import REALM, Authorizer, Decision, Verdict
 from rapi.routes import ROUTES, RPC_STATUS
@@ -24,7 +24,6 @@ from rapi.routing import SETTINGS, Backend, HttpError, Request, Route, Settings
 log = logging.getLogger(__name__)
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder()
 MAX_BODY_BYTES = 4 * 1024 * 1024
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
 
@@ -68,13 +67,13 @@ async def errors_middleware(
     except errors.RpcError as exc:
         status = _rpc_status(exc)
         if status >= 500:
-            log.error("%s %s: %s", request.method, request.path, exc)
+            log.error("%s %r: %r", request.method, request.path, exc.message)
         return error_response(status, exc.message)
     except web.HTTPException as exc:  # the router's 404/405, aiohttp's 413 …
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
         return error_response(exc.status, _explain(request, exc), headers)
     except Exception:
-        log.exception("%s %s failed", request.method, request.path)
+        log.exception("%s %r failed", request.method, request.path)
         return error_response(500, "internal error; the lw-rapi log has the details")
 
 
@@ -89,14 +88,17 @@ def _explain(request: web.Request, exc: web.HTTPException) -> str:
 
 
 async def _json_body(request: web.Request) -> Any:
-    """The decoded JSON body; None if there is none; 400 if it is not JSON."""
+    """The decoded JSON body; None if there is none; 400 if it is not strict JSON (a key
+    twice, or nested too deeply: docs/contracts.md#framing)."""
     raw = await request.read()
     if not raw.strip():
         return None
     try:
-        return _decoder.decode(raw)
+        return strictjson.loads(raw)
     except msgspec.DecodeError as exc:
         raise HttpError(400, f"malformed JSON body: {exc}") from None
+    except strictjson.JsonRefused as exc:
+        raise HttpError(400, f"JSON body refused: {exc}") from None
 
 
 async def authorize(authorizer: Authorizer, request: web.Request, need: str | None) -> Decision:

@@ -16,6 +16,7 @@ from client._server.procwatch import ProcessWatcher
 from client._server.server import Connection
 from client.errors import IdentityMismatch, InvalidParams, NotIdentified
 from client.identity import START_TIME_TOLERANCE, ProcessKey, start_time_of
+from client.names import CLIENT_NAME_RULE, is_client_name
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ class ClientRegistry:
         """Check the claimed identity against the socket peer and attach it to `conn`."""
         if job_id is not None and job_id <= 0:
             raise InvalidParams(f"param `job_id`: must be a positive job id, got {job_id}")
-        if name is not None and (not name or ":" in name or name != name.strip()):
-            raise InvalidParams(f"param `name`: {name!r} must be non-empty, without ':' or spaces")
+        if name is not None and not is_client_name(name):
+            raise InvalidParams(
+                f"param `name`: {name!r} is not a client name ({CLIENT_NAME_RULE})",
+                {"param": "name"},
+            )
         if pid != conn.peer.pid:
             raise IdentityMismatch(
                 f"pid {pid} is not the connecting process (the socket peer is pid {conn.peer.pid})"
@@ -149,7 +153,7 @@ class ClientRegistry:
         if client_id is None:
             return
         client = self.clients.pop(client_id, None)
-        log.info("client %s died; releasing what it held", client_id)
+        log.info("client %r died; releasing what it held", client_id)
         if client is not None:
             for conn in client.connections:
                 conn.session = None

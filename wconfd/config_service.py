@@ -81,7 +81,7 @@ class ConfigService:
             self.persistence.state.config.cluster.lock_enforcement,
         )
         if warning:
-            log.warning("%s: %s", owner, warning)
+            log.warning("%r: %r", owner, warning)
 
     # -- reads -------------------------------------------------------------------------
 

@@ -186,7 +186,7 @@ class WConfd:
             why = "was on another node" if foreign(owner) else "died while wconfd was down"
             if not foreign(owner):
                 self._deaths.inc()
-            log.info("client %s %s; releasing what it held", owner, why)
+            log.info("client %r %s; releasing what it held", owner, why)
             held = state.locks.get(owner)
             if held:
                 releases.append(LockChange(owner, [(lock, RELEASE) for lock in sorted(held)]))

@@ -14,16 +14,26 @@ bench/lock_breakdown.py) - for checks our handlers make anyway.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
 
 from client._server.roles import STANDBY_METHODS, Role, not_master
 from client.api.declare import Api, MethodSpec
-from client.errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, RpcError
+from client.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    PermissionDenied,
+    RpcError,
+)
 from client.protocol import Request
 
 log = logging.getLogger(__name__)
@@ -33,19 +43,45 @@ log = logging.getLogger(__name__)
 Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
 
+BIG_REQUEST: ContextVar[bool] = ContextVar("lw_big_request", default=False)
+"""Set (by the server, in the call's own task) for a request read from a big frame: its
+params are then checked in a thread, as the frame was decoded, so that walking millions
+of values never holds up the event loop (docs/contracts.md#framing)."""
+
+
+def daemons_only_refusal(spec: MethodSpec, peer_uid: int, own_uid: int) -> PermissionDenied:
+    """The error of a daemons-only call from a peer that is neither the daemon's uid nor
+    root (docs/contracts.md#who-may-call)."""
+    return PermissionDenied(
+        f"only uid {own_uid} (the daemons') or root may call {spec.name}",
+        {"uid": peer_uid, "allowed": [own_uid, 0], "method": spec.name},
+    )
+
 
 def _handler(
-    spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None, role: Role | None
+    spec: MethodSpec,
+    impl: Callable[..., Awaitable[Any]],
+    guard: Guard | None,
+    role: Role | None,
+    own_uid: int,
 ) -> Handler:
     names = spec.param_names
     if role is None or spec.name in STANDBY_METHODS:
         role = None  # answered whatever the role
+    restricted = bool(spec.options.daemons_only)
 
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
+            # The uid rule comes before anything else: a refused peer learns nothing more.
+            if restricted and conn.peer.uid not in (own_uid, 0) and spec.restricted(args, kwargs):
+                raise daemons_only_refusal(spec, conn.peer.uid, own_uid)
             if role is not None and not role.serving:
                 raise not_master(role)
-            params = spec.decode_params(args, kwargs)
+            if BIG_REQUEST.get():
+                loop = asyncio.get_running_loop()
+                params = await loop.run_in_executor(None, spec.decode_params, args, kwargs)
+            else:
+                params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
         except RpcError:
@@ -61,13 +97,20 @@ def _handler(
 
 
 def build_methods(
-    api: type[Api], *impls: object, guard: Guard | None = None, role: Role | None = None
+    api: type[Api],
+    *impls: object,
+    guard: Guard | None = None,
+    role: Role | None = None,
+    own_uid: int | None = None,
 ) -> dict[str, Handler]:
     """The dispatch table for the declared methods of `api`, each implemented
     on exactly one of `impls`.
 
     With `role`, every method but `roles.STANDBY_METHODS` answers NotMaster while the role
-    is not serving (a standby): the one place the role is enforced.
+    is not serving (a standby): the one place the role is enforced.  Methods declared
+    `daemons_only` answer PermissionDenied to a peer whose uid is neither `own_uid` (default:
+    this process's effective uid) nor 0, before anything else: the one place that rule is
+    enforced.
 
     Each implementation is `async def name(self, caller, <declared params>)`, where
     `caller` is what `guard` returns (the connection when there is no guard).  A method
@@ -75,6 +118,7 @@ def build_methods(
     at the first call.
     """
     methods: dict[str, Handler] = {}
+    uid = os.geteuid() if own_uid is None else own_uid
     names = ", ".join(type(impl).__name__ for impl in impls)
     for name, spec in api.methods().items():
         found = [impl for impl in impls if getattr(impl, name, None) is not None]
@@ -89,7 +133,7 @@ def build_methods(
             raise TypeError(
                 f"{type(found[0]).__name__}.{name} takes {got}, the API declares {spec.param_names}"
             )
-        methods[name] = _handler(spec, func, guard, role)
+        methods[name] = _handler(spec, func, guard, role, uid)
     return methods
 
 

@@ -24,13 +24,24 @@ from typing import Any
 
 import msgspec
 
-from client._server.dispatch import Handler, dispatch_one
+from client._server.dispatch import BIG_REQUEST, Handler, dispatch_one
 from client.errors import InternalError, InvalidRequest, ParseError, RpcError
-from client.protocol import DEFAULT_MAX_MESSAGE_BYTES, decode_message, encode
+from client.protocol import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    decode_big_message,
+    decode_message,
+    encode,
+)
+from client.strictjson import JsonRefused
 
 log = logging.getLogger(__name__)
 
 _PEERCRED = struct.Struct("3i")
+# A frame longer than this is decoded in a thread, in short pieces, so that the event loop
+# answers the other connections meanwhile (docs/contracts.md#framing).
+OFF_LOOP_BYTES = 1024 * 1024
+# Values freed per step by release_in_pieces.
+_RELEASE_STEP = 8192
 # In-flight calls per connection before the server stops reading from it.
 _HIGH_WATER = 512
 _LOW_WATER = 128
@@ -103,6 +114,29 @@ async def _resume(coro: Coroutine[Any, None, None], waiting_on: Any) -> None:
             return
 
 
+def release_in_pieces(box: list[Any]) -> None:
+    """Drop the value in `box` a piece at a time (in a thread): freeing a list of millions
+    of values is one call that holds the GIL as long as decoding them did.  A container
+    someone else still refers to (a daemon may keep part of a request) is only let go."""
+    stack = [box.pop()]
+    while stack:
+        item = stack.pop()
+        if sys.getrefcount(item) > 2:  # ours (`item`) and the call's argument: else shared
+            continue
+        if type(item) is list:
+            while item:
+                tail = item[-_RELEASE_STEP:]
+                del item[-_RELEASE_STEP:]
+                stack += [c for c in tail if type(c) is list or type(c) is dict]
+                del tail
+        elif type(item) is dict:
+            while item:
+                child = item.popitem()[1]
+                if type(child) is list or type(child) is dict:
+                    stack.append(child)
+                del child
+
+
 def _error_response(exc: RpcError, request_id: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "error": exc.to_wire(), "id": request_id}
 
@@ -148,7 +182,7 @@ class Connection(asyncio.Protocol):
                 break
             if end - start > limit:
                 return self._too_large()
-            line = bytes(buf[start:end])
+            line = bytes(memoryview(buf)[start:end])  # one copy, not two
             start = end + 1
             self._scanned = start
             if line.strip():
@@ -247,14 +281,38 @@ class Connection(asyncio.Protocol):
             )
 
     async def _dispatch(self, line: bytes) -> None:
+        if len(line) > OFF_LOOP_BYTES:
+            await self._dispatch_big(line)
+            return
         try:
             message = decode_message(line)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             self.send(_error_response(ParseError(f"not valid JSON: {exc}")))
             return
-        except RecursionError:
-            self.send(_error_response(InvalidRequest("message nested too deeply")))
+        except JsonRefused as exc:
+            self.send(_error_response(InvalidRequest(f"not strict JSON: {exc}")))
             return
+        await self._dispatch_message(message)
+
+    async def _dispatch_big(self, line: bytes) -> None:
+        """A big frame: decoded, its params checked and at last freed in threads, so that
+        the event loop answers the other connections meanwhile (docs/contracts.md#framing)."""
+        loop = self._loop
+        try:
+            box = [await loop.run_in_executor(None, decode_big_message, line)]
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            self.send(_error_response(ParseError(f"not valid JSON: {exc}")))
+            return
+        except JsonRefused as exc:
+            self.send(_error_response(InvalidRequest(f"not strict JSON: {exc}")))
+            return
+        BIG_REQUEST.set(True)  # in this call's own task: it has awaited already
+        try:
+            await self._dispatch_message(box[0])
+        finally:
+            loop.run_in_executor(None, release_in_pieces, box)
+
+    async def _dispatch_message(self, message: Any) -> None:
         methods = self.server.methods
         if isinstance(message, list):
             if not message:

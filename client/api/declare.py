@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from client.api.numbers import check_numbers
-from client.errors import InvalidParams, RpcError
+from client.errors import InvalidParams, PermissionDenied, RpcError
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__lw_rpc__"
@@ -35,15 +35,23 @@ class RpcOptions:
     errors: tuple[type[RpcError], ...]
     identified: bool
     reissue: bool
+    daemons_only: bool | str = False
 
 
 def rpc(
-    *errors: type[RpcError], identified: bool = True, reissue: bool = False
+    *errors: type[RpcError],
+    identified: bool = True,
+    reissue: bool = False,
+    daemons_only: bool | str = False,
 ) -> Callable[[F], F]:
     """Declare an RPC method.
 
     `errors` lists the typed errors it may raise (besides the protocol ones).
-    `identified=False` lets it run before `identify` (wconfd).  `reissue=True` lets a
+    `identified=False` lets it run before `identify` (wconfd).  `daemons_only=True`
+    accepts it only from a peer whose uid is the daemon's own or 0
+    (docs/contracts.md#who-may-call); the name of a param instead (`"job_id"`) does so
+    only when the call gives that param a value other than null.  Such a method declares
+    PermissionDenied among its errors by that alone.  `reissue=True` lets a
     stub send it again when the connection broke while waiting for the answer, e.g. across
     a daemon restart.  Declare it only where sending twice ends as sending once:
     reads; requests withdrawn when the connection closes (a lock wait); calls that set a
@@ -52,8 +60,12 @@ def rpc(
     job reports, which luxid deduplicates by opcode index and log sequence.
     """
 
+    declared = tuple(errors)
+    if daemons_only and PermissionDenied not in declared:
+        declared = (PermissionDenied, *declared)
+
     def mark(func: F) -> F:
-        setattr(func, _MARK, RpcOptions(tuple(errors), identified, reissue))
+        setattr(func, _MARK, RpcOptions(declared, identified, reissue, daemons_only))
         return func
 
     return mark
@@ -111,6 +123,18 @@ class MethodSpec:
             check(getattr(params, name))
         return params
 
+    def restricted(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this call (its params as they came, not yet decoded) falls under the
+        daemons-only rule: always for `daemons_only=True`, for a param name when the call
+        gives that param a value other than null (by name or by position)."""
+        rule = self.options.daemons_only
+        if not isinstance(rule, str):
+            return rule
+        if kwargs:
+            return kwargs.get(rule) is not None
+        index = self.param_names.index(rule)
+        return len(args) > index and args[index] is not None
+
     def encode_params(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a stub call's arguments to parameter names (only the ones given)."""
         if len(args) > len(self.param_names):
@@ -165,6 +189,9 @@ def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> Method
         else:
             fields.append((pname, annotation, param.default))
             defaults[pname] = param.default
+    rule = options.daemons_only
+    if isinstance(rule, str) and rule not in names:
+        raise TypeError(f"{name}: daemons_only names {rule!r}, which is not one of its params")
     params = msgspec.defstruct(f"{name}_params", fields, forbid_unknown_fields=True, kw_only=True)
     return MethodSpec(
         name=name,

@@ -64,6 +64,8 @@ Defaults are JSON values.
   before its answer (sending it twice ends as sending it once).
 - **Errors** lists the typed errors the method may raise besides those any call may meet
   (see [Errors](#errors)).
+- **Callers**: a method for the daemons' uid alone answers PermissionDenied to any other
+  peer uid but 0, before anything else ([contracts.md](contracts.md#who-may-call)).
 """
 
 
@@ -153,6 +155,10 @@ def _method(spec: MethodSpec, identifies: bool, structs: list[type[msgspec.Struc
     flags.append(f"re-sent: {'yes' if spec.options.reissue else 'no'}")
     flags.append(f"answered on a standby: {'yes' if spec.name in STANDBY_METHODS else 'no'}")
     lines.append(f"- {'; '.join(flags).capitalize()}")
+    rule = spec.options.daemons_only
+    if rule:
+        when = "" if rule is True else f" when `{rule}` is not null"
+        lines.append(f"- **Callers**: the daemons' uid or root{when}; PermissionDenied otherwise")
     return "\n".join(lines)
 
 

@@ -42,6 +42,12 @@ Reservation = Annotated[Sequence[str], Meta(min_length=3, max_length=3)]
 Kind = Literal["cluster", "nodegroup", "node", "instance", "network", "filter", "drain", "budget"]
 
 
+_OBJECT_WRITE_ERRORS = (
+    AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError,
+)  # fmt: skip
+"""What adding or replacing a configuration object may raise."""
+
+
 class Identity(msgspec.Struct, frozen=True):
     """What `identify` answers: the stable id locks and reservations belong to."""
 
@@ -149,7 +155,7 @@ class WConfdApi(CommonApi):
 
     # -- identification (docs/contracts.md#client-identification) ----------------------
 
-    @rpc(IdentityMismatch, InvalidParams, identified=False)
+    @rpc(IdentityMismatch, InvalidParams, identified=False, daemons_only="job_id")
     def identify(
         self, job_id: JobId | None, pid: int, start_time: float, name: str | None = None
     ) -> Identity:
@@ -161,7 +167,14 @@ class WConfdApi(CommonApi):
 
     # -- locks (docs/contracts.md#locks) -----------------------------------------------
 
-    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError, reissue=True)
+    @rpc(
+        LockOrderError,
+        PendingRequestError,
+        InvalidParams,
+        StorageError,
+        reissue=True,
+        daemons_only=True,
+    )
     def try_update_locks(self, request: LockRequest) -> list[str]:
         """Apply every [lock, mode] pair atomically, or change nothing and name the blockers.
 
@@ -175,6 +188,7 @@ class WConfdApi(CommonApi):
         InvalidParams,
         StorageError,
         reissue=True,
+        daemons_only=True,
     )
     def update_locks_waiting(
         self, request: LockRequest, priority: Priority = 0, timeout: Seconds | None = None
@@ -185,7 +199,7 @@ class WConfdApi(CommonApi):
         request is withdrawn and nothing changed; closing the connection withdraws it too.
         """
 
-    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError)
+    @rpc(LockOrderError, PendingRequestError, InvalidParams, StorageError, daemons_only=True)
     def opportunistic_lock_union(
         self, request: LockRequest, timeout: Seconds = 0, min_count: Count = 0
     ) -> list[str]:
@@ -199,19 +213,19 @@ class WConfdApi(CommonApi):
     def list_locks(self) -> list[LockPair]:
         """The caller's locks, in lock order."""
 
-    @rpc(InvalidParams, StorageError, reissue=True)
+    @rpc(InvalidParams, StorageError, reissue=True, daemons_only=True)
     def intersect_locks(self, locks: list[str]) -> None:
         """Keep only these of the caller's locks (withdraws the caller's waiting request)."""
 
-    @rpc(StorageError, reissue=True)
+    @rpc(StorageError, reissue=True, daemons_only=True)
     def free_locks(self) -> None:
         """Release all the caller's locks (withdraws the caller's waiting request)."""
 
-    @rpc(InvalidParams, StorageError, reissue=True)
+    @rpc(InvalidParams, StorageError, reissue=True, daemons_only=True)
     def free_locks_level(self, level: str) -> None:
         """Release the caller's locks of one level (withdraws its waiting request)."""
 
-    @rpc(InvalidParams, StorageError, reissue=True)
+    @rpc(InvalidParams, StorageError, reissue=True, daemons_only=True)
     def downgrade_locks_level(self, level: str) -> None:
         """Turn the caller's exclusive locks of one level shared (withdraws its waiting request)."""
 
@@ -236,7 +250,7 @@ class WConfdApi(CommonApi):
     def list_clients(self) -> list[ClientInfo]:
         """Every known client with its locks, reservations, connections and waiting request."""
 
-    @rpc()
+    @rpc(daemons_only=True)
     def cleanup_dead_clients(self) -> list[str]:
         """Run the death check now; the ids of the clients released."""
 
@@ -260,26 +274,17 @@ class WConfdApi(CommonApi):
         exist), or of every node, by name: computed from the instances that are up, so
         an opcode checks one node without reading every instance."""
 
-    @rpc(
-        AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError
-    )
+    @rpc(*_OBJECT_WRITE_ERRORS, daemons_only=True)
     def add_object(self, kind: Kind, object: dict[str, Any]) -> Any:
         """Add an object (uuid generated if absent); returns it as stored."""
 
-    @rpc(
-        StaleObjectError,
-        NotFound,
-        AlreadyExists,
-        ConfigValidationError,
-        FilterError,
-        LockNotHeld,
-        InvalidParams,
-        StorageError,
-    )
+    @rpc(StaleObjectError, NotFound, *_OBJECT_WRITE_ERRORS, daemons_only=True)
     def update_object(self, kind: Kind, object: dict[str, Any]) -> UpdateResult:
         """Replace an object whose serial_no is the stored one (an identical retry counts as applied)."""
 
-    @rpc(NotFound, ConfigValidationError, LockNotHeld, InvalidParams, StorageError)
+    @rpc(
+        NotFound, ConfigValidationError, LockNotHeld, InvalidParams, StorageError, daemons_only=True
+    )
     def remove_object(self, kind: Kind, key: str) -> None:
         """Remove an object; refuses to leave dangling references."""
 
@@ -289,19 +294,19 @@ class WConfdApi(CommonApi):
 
     # -- reservations (docs/contracts.md#temporary-reservations) ----------------------
 
-    @rpc(ReservationError, InvalidParams, StorageError)
+    @rpc(ReservationError, InvalidParams, StorageError, daemons_only=True)
     def reserve(self, namespace: str, value: str) -> None:
         """Reserve a value in a namespace for the caller (e.g. a MAC)."""
 
-    @rpc(StorageError, reissue=True)
+    @rpc(StorageError, reissue=True, daemons_only=True)
     def release_reservation(self, namespace: str, value: str) -> None:
         """Drop one of the caller's reservations."""
 
-    @rpc(StorageError, reissue=True)
+    @rpc(StorageError, reissue=True, daemons_only=True)
     def release_reservations(self, namespace: str | None = None) -> None:
         """Drop the caller's reservations (of one namespace, or all)."""
 
-    @rpc(ReservationError, StorageError)
+    @rpc(ReservationError, StorageError, daemons_only=True)
     def generate_mac(self) -> str:
         """A free MAC with the cluster's prefix, reserved for the caller in namespace `mac`."""
 
@@ -316,7 +321,7 @@ class WConfdApi(CommonApi):
         """Every control-plane node that is up and its role, the master first (its
         presence keys and the leader key in etcd; one entry on local files)."""
 
-    @rpc(InvalidParams)
+    @rpc(InvalidParams, daemons_only=True)
     def step_down(self, wait: Seconds = 5.0) -> RoleInfo:
         """`lw cluster failover`: the master gives up its lease (a standby takes over) and
         waits up to `wait` s to see the new master; answers this node's role after.

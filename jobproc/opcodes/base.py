@@ -20,6 +20,8 @@ from msgspec import Meta
 
 from client.api.numbers import Priority
 from client.api.opcodes import JobDependency, ReasonEntry
+from client.names import HOST_NAME_PATTERN as NAME_PATTERN
+from client.names import TAG_PATTERN
 from client.vocabulary import COMMON_OPCODE_PARAMS, DEFAULT_PRIORITY
 from jobproc.locks.plan import LockPlan
 
@@ -28,11 +30,9 @@ if TYPE_CHECKING:
 
 COMMON_PARAMS = COMMON_OPCODE_PARAMS
 
-# A name that is also a lock member: non-empty, no '/', not "[lockset]".
-NAME_PATTERN = r"^(?!\[lockset\]$)[^/]+$"
-Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN)]
-# Ganeti's tag syntax.
-TAG_PATTERN = r"^[\w.+*/:@-]+$"
+# A node, instance, node group or network name: a host name (client.names; a lock member
+# too, since it has no '/' and is never "[lockset]").
+Name = Annotated[str, Meta(min_length=1, max_length=253, pattern=NAME_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128, pattern=TAG_PATTERN)]
 MAC_PREFIX_PATTERN = r"^[0-9a-fA-F]{2}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}$"
 MacPrefix = Annotated[str, Meta(pattern=MAC_PREFIX_PATTERN)]

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from client.errors import InvalidOpcode
+from client.names import HOST_NAME_RULE, TAG_RULE
 from jobproc.opcodes.base import (
     MAC_PREFIX_PATTERN,
     NAME_PATTERN,
@@ -42,8 +43,8 @@ OpCodeClass = type[OpCode[Any]]
 
 # Friendlier words for the regexes of the built-in parameter types.
 _PATTERN_HINTS = {
-    NAME_PATTERN: "a non-empty name without '/' (and not '[lockset]')",
-    TAG_PATTERN: "a tag of letters, digits and . + * / : @ - _",
+    NAME_PATTERN: HOST_NAME_RULE,
+    TAG_PATTERN: f"a tag of {TAG_RULE}",
     MAC_PREFIX_PATTERN: "a MAC prefix like 'aa:00:00'",
 }
 _AT_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")

@@ -19,6 +19,7 @@ import msgspec
 from client.budgets import budget_problem
 from client.errors import ConfigValidationError, FilterError
 from client.filterrules import check_filter_object
+from client.names import HOST_NAME_RULE, TAG_RULE, is_host_name, is_tag
 from client.vocabulary import LOCKSET
 
 from .objects import (
@@ -37,7 +38,6 @@ from .objects import (
 )
 
 MAX_NAME_LENGTH: Final = 255
-MAX_TAG_LENGTH: Final = 128
 MAX_TAGS: Final = 4096
 
 _MAC_RE: Final = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
@@ -74,6 +74,12 @@ def check_name(kind: str, obj: ConfigObject, name: str) -> None:
         raise fail(kind, obj, "name", "must not have surrounding spaces or control characters")
 
 
+def check_host_name(kind: str, obj: ConfigObject, name: str, field: str = "name") -> None:
+    """Node, instance, node group and network names are host names (client.names)."""
+    if not is_host_name(name):
+        raise fail(kind, obj, field, f"{name!r} is not {HOST_NAME_RULE}")
+
+
 def check_uuid(kind: str, obj: ConfigObject, value: str, field: str = "uuid") -> None:
     """A uuid is 1-128 characters of [A-Za-z0-9._:-] (uuid4 strings and simple test ids)."""
     if not _UUID_RE.fullmatch(value):
@@ -81,14 +87,12 @@ def check_uuid(kind: str, obj: ConfigObject, value: str, field: str = "uuid") ->
 
 
 def check_tags(kind: str, obj: ConfigObject, tags: tuple[str, ...]) -> None:
-    """Tags: non-empty strings of at most 128 characters, no duplicates, at most 4096."""
+    """Tags follow client.names' rule; no duplicates, at most 4096."""
     if len(tags) > MAX_TAGS:
         raise fail(kind, obj, "tags", f"more than {MAX_TAGS} tags")
     for tag in tags:
-        if not tag or len(tag) > MAX_TAG_LENGTH or _CONTROL_RE.search(tag):
-            raise fail(
-                kind, obj, "tags", f"tag {tag!r} must be 1-{MAX_TAG_LENGTH} printable characters"
-            )
+        if not is_tag(tag):
+            raise fail(kind, obj, "tags", f"tag {tag!r} is not {TAG_RULE}")
     if len(set(tags)) != len(tags):
         raise fail(kind, obj, "tags", "duplicate tags")
 
@@ -155,7 +159,7 @@ def check_cluster(obj: Cluster) -> Cluster:
 def check_nodegroup(obj: NodeGroup) -> NodeGroup:
     """Field checks of a node group."""
     _check_times("nodegroup", obj)
-    check_name("nodegroup", obj, obj.name)
+    check_host_name("nodegroup", obj, obj.name)
     check_tags("nodegroup", obj, obj.tags)
     return obj
 
@@ -163,7 +167,7 @@ def check_nodegroup(obj: NodeGroup) -> NodeGroup:
 def check_node(obj: Node) -> Node:
     """Field checks of a node; returns it with `primary_ip` in canonical form."""
     _check_times("node", obj)
-    check_name("node", obj, obj.name)
+    check_host_name("node", obj, obj.name)
     check_tags("node", obj, obj.tags)
     for field in ("mtotal", "ctotal"):
         if getattr(obj, field) < 0:
@@ -179,7 +183,7 @@ def check_node(obj: Node) -> Node:
 def check_network(obj: Network) -> Network:
     """Field checks of a network: a strict CIDR (no host bits) and a gateway inside it."""
     _check_times("network", obj)
-    check_name("network", obj, obj.name)
+    check_host_name("network", obj, obj.name)
     check_tags("network", obj, obj.tags)
     try:
         net = ipaddress.ip_network(obj.network, strict=True)
@@ -204,7 +208,7 @@ def check_network(obj: Network) -> Network:
 def check_instance(obj: Instance) -> Instance:
     """Field checks of an instance (not its references): sizes > 0, MACs and IPs valid."""
     _check_times("instance", obj)
-    check_name("instance", obj, obj.name)
+    check_host_name("instance", obj, obj.name)
     check_tags("instance", obj, obj.tags)
     if obj.memory <= 0:
         raise fail("instance", obj, "memory", "must be > 0 (MiB)")
@@ -265,7 +269,7 @@ def check_drain(obj: Drain) -> Drain:
         node = obj.target.removeprefix("node/")
         if node == obj.target:
             raise fail("drain", obj, "target", 'must be "queue" or "node/<name>"')
-        check_name("drain", obj, node)
+        check_host_name("drain", obj, node, "target")
     if obj.uuid not in ("", obj.target):
         raise fail("drain", obj, "uuid", f"must be empty or the target {obj.target!r}")
     if obj.max_parallel < 1:
