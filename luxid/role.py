@@ -57,6 +57,12 @@ class LeaderFollower(Background):
             self.master, self.term = master, term
             self.on_change(master, term)
 
+    async def refresh(self) -> None:
+        """Read the key now (after a pause the last change seen may be old)."""
+        answer = await self.client.range(self.key)
+        self._confirmed = time.monotonic()
+        self._set(answer.kvs[0] if answer.kvs else None)
+
     async def _run(self) -> None:
         while True:
             try:

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from client._server.etcd.errors import Fenced
 from client._server.roles import STANDBY_METHODS, Role, not_master
 from client.api.declare import Api, MethodSpec
 from client.errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, RpcError
@@ -44,10 +45,19 @@ def _handler(
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             if role is not None and not role.serving:
-                raise not_master(role)
+                await role.settle()
+                if not role.serving:
+                    raise not_master(role)
             params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
+        except Fenced:
+            if role is None:
+                raise
+            # A write of a term that is over (this node was deposed, perhaps while it was
+            # paused): the caller is told who the master is, not of a storage failure.
+            await role.settle()
+            raise not_master(role) from None
         except RpcError:
             raise
         except Exception:

@@ -38,6 +38,12 @@ class Role(Protocol):
         """The node's role as `get_role` answers it."""
         ...
 
+    async def settle(self) -> None:
+        """Called before a call is refused NotMaster: wait briefly while the role is in
+        doubt (taking over, proving a lease after a pause) and learn the master anew, so
+        that the NotMaster names the right node (docs/operations.md#stalls)."""
+        ...
+
 
 class SingleNode:
     """The role of a daemon on local storage: the only node, always master (term 0)."""
@@ -52,12 +58,21 @@ class SingleNode:
     def info(self) -> RoleInfo:
         return RoleInfo(node=self.node, role="master", master=self.node, term=0)
 
+    async def settle(self) -> None:
+        """Nothing to wait for: the single node always serves."""
+
 
 def not_master(role: Role) -> NotMaster:
-    """The error a standby answers, naming the master it knows of."""
+    """The error a standby answers, naming the master it knows of: never itself (a node
+    that holds the key without serving is taking over or giving up)."""
     info = role.info()
-    if info.master is None:
+    if info.master == info.node:
+        master = None
+        text = "it is taking over or giving up the master role; retry in a moment"
+    elif info.master is None:
+        master = None
         text = "there is no master right now (an election is under way); retry in a few seconds"
     else:
-        text = f"the master is {info.master}; send the call there"
-    return NotMaster(f"node {info.node} is not the master; {text}", {"master": info.master})
+        master = info.master
+        text = f"the master is {master}; send the call there"
+    return NotMaster(f"node {info.node} is not the master; {text}", {"master": master})
