@@ -14,6 +14,7 @@ bench/lock_breakdown.py) - for checks our handlers make anyway.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,12 @@ Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
 
 
+async def _settle(role: Role) -> None:
+    """`role.settle()` in a task of its own: the server may run a call's first step outside
+    any task, where asyncio's (and aiohttp's) timeouts cannot work."""
+    await asyncio.get_running_loop().create_task(role.settle())
+
+
 def _handler(
     spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None, role: Role | None
 ) -> Handler:
@@ -45,7 +52,7 @@ def _handler(
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             if role is not None and not role.serving:
-                await role.settle()
+                await _settle(role)
                 if not role.serving:
                     raise not_master(role)
             params = spec.decode_params(args, kwargs)
@@ -56,7 +63,7 @@ def _handler(
                 raise
             # A write of a term that is over (this node was deposed, perhaps while it was
             # paused): the caller is told who the master is, not of a storage failure.
-            await role.settle()
+            await _settle(role)
             raise not_master(role) from None
         except RpcError:
             raise
