@@ -83,19 +83,26 @@ class LuxidWatch:
     async def _run(self) -> None:
         reported = False
         while True:
+            began = self.clock()
             if not self.socket.exists() or await self._ping():
                 if reported:
                     log.warning("luxid at %s answers again", self.socket)
                 self.last_answer, reported = self.clock(), False
-            elif self.verdict() is Verdict.HUNG and not reported:
+                await asyncio.sleep(PING_INTERVAL)
+                continue
+            if self.verdict() is Verdict.HUNG and not reported:
                 reported = True
                 self.on_hung(self.clock() - self.last_answer)
-            await asyncio.sleep(PING_INTERVAL)
+            # A ping that timed out already waited; one refused at once did not.
+            await asyncio.sleep(max(0.05, PING_INTERVAL - (self.clock() - began)))
 
     async def _ping(self) -> bool:
-        client = AsyncLuxiClient(self.socket, timeout=PING_TIMEOUT, patience=0)
+        # Never wait past the moment luxid would be hung: the verdict comes on time.
+        silent = self.clock() - self.last_answer
+        timeout = max(0.1, min(PING_TIMEOUT, self.hung_after - silent))
+        client = AsyncLuxiClient(self.socket, timeout=timeout, patience=0)
         try:
-            async with asyncio.timeout(PING_TIMEOUT):
+            async with asyncio.timeout(timeout):
                 await client.ping()
             return True
         except (errors.RpcError, OSError, TimeoutError):
