@@ -12,7 +12,7 @@ member is asked more than once within the TTL (`attempt_timeout`): one member th
 (a stalled etcd leader) then costs a renewal a fraction of the TTL, not all of it.
 
 Past the deadline by its own clock the master has not necessarily lost its lease: a
-stalled master (SIGSTOP, a long pause) asks etcd once (`PROOF_TIME`), and is master again
+stalled master (SIGSTOP, a long pause) asks etcd for up to `proof_time`, and is master again
 only if etcd says the lease is alive. A master that gives up revokes its lease so that a
 standby can take the key at once.
 """
@@ -47,8 +47,11 @@ def attempt_timeout(ttl: float, members: int) -> float:
 
 
 def proof_time(ttl: float) -> float:
-    """How long a master past its own deadline asks etcd whether its lease lives."""
-    return ttl / 3
+    """How long a master past its own deadline asks etcd whether its lease lives: one more
+    TTL, since etcd itself may be electing a leader (a stalled etcd leader takes 1 to 3 s
+    to replace; the new leader extends every lease). The master serves nothing meanwhile,
+    and a lease that lapsed is answered at once (TTL 0)."""
+    return ttl
 
 
 @dataclass(frozen=True)
