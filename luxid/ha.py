@@ -175,6 +175,7 @@ class HaLuxid:
         if self.token and self.wanted != self.token:
             self.server.methods = self.standby  # stop answering at once
         log.info("leader key: master %s (term %d); this node is %s", master, term, self.node)
+        self.wconfd.poll_soon()
         self._wake.set()
 
     def _store_lost(self, error: StorageError) -> None:

@@ -11,7 +11,9 @@ own) and `judge` (pure) says what the last answer means for the term luxid serve
 - DOUBT: no fresh answer (wconfd restarting, stalled, or luxid itself was paused), or
   wconfd holds the key without serving yet (loading, proving its lease after a pause):
   calls wait a moment, the term and its jobs stay;
-- DEPOSED: wconfd names another master, none, or another term: the term ends at once.
+- DEPOSED: wconfd names another master of this or a later term, none, or this node in
+  another term: the term ends at once (an answer naming the master of an earlier term
+  only lags behind the key: DOUBT).
 
 A wconfd on local files (term 0) has no say: it is the only node, always master.
 """
@@ -50,6 +52,8 @@ def judge(answer: RoleInfo | None, received: float, now: float, node: str, term:
         return Agreement.DOUBT
     if answer.term == 0 and answer.role == "master":
         return Agreement.CONFIRMED if now - received < FRESH else Agreement.DOUBT
+    if answer.term < term and answer.master not in (None, node):
+        return Agreement.DOUBT  # wconfd still names the old master: it has not seen the key yet
     if answer.master != node or answer.term != term:
         return Agreement.DEPOSED
     if answer.role != "master" or now - received >= FRESH:
@@ -90,6 +94,10 @@ class WconfdRoleWatch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    def poll_soon(self) -> None:
+        """Ask wconfd now (the leader key changed: its answer will follow)."""
+        self._poll_now.set()
 
     async def fresh_answer(self, timeout: float) -> None:
         """Ask wconfd now and wait (up to `timeout`) for its answer."""
