@@ -28,7 +28,7 @@ from client._server.etcd.background import Background
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
 from client._server.etcd.wire import Event, KeyValue
-from client._server.roles import STANDBY_METHODS, Role, not_master
+from client._server.roles import STANDBY_METHODS, Role, settled_not_master
 from client.api.declare import Api
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def standby_methods(api: type[Api], common: CommonMethods, role: Role) -> dict[s
 
     def refuse(name: str) -> Handler:
         async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            raise not_master(role)
+            raise await settled_not_master(role)
 
         return handle
 

@@ -14,7 +14,6 @@ bench/lock_breakdown.py) - for checks our handlers make anyway.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -23,7 +22,7 @@ from typing import Any
 import msgspec
 
 from client._server.etcd.errors import Fenced
-from client._server.roles import STANDBY_METHODS, Role, not_master
+from client._server.roles import STANDBY_METHODS, Role, settled_not_master
 from client.api.declare import Api, MethodSpec
 from client.errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, RpcError
 from client.protocol import Request
@@ -36,12 +35,6 @@ Guard = Callable[[Any, MethodSpec], Any]
 Handler = Callable[..., Awaitable[Any]]
 
 
-async def _settle(role: Role) -> None:
-    """`role.settle()` in a task of its own: the server may run a call's first step outside
-    any task, where asyncio's (and aiohttp's) timeouts cannot work."""
-    await asyncio.get_running_loop().create_task(role.settle())
-
-
 def _handler(
     spec: MethodSpec, impl: Callable[..., Awaitable[Any]], guard: Guard | None, role: Role | None
 ) -> Handler:
@@ -52,9 +45,9 @@ def _handler(
     async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             if role is not None and not role.serving:
-                await _settle(role)
+                refusal = await settled_not_master(role)
                 if not role.serving:
-                    raise not_master(role)
+                    raise refusal
             params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
@@ -63,8 +56,7 @@ def _handler(
                 raise
             # A write of a term that is over (this node was deposed, perhaps while it was
             # paused): the caller is told who the master is, not of a storage failure.
-            await _settle(role)
-            raise not_master(role) from None
+            raise await settled_not_master(role) from None
         except RpcError:
             raise
         except Exception:

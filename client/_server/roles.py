@@ -10,6 +10,7 @@ no method checks the role itself.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from typing import Final, Protocol
@@ -60,6 +61,14 @@ class SingleNode:
 
     async def settle(self) -> None:
         """Nothing to wait for: the single node always serves."""
+
+
+async def settled_not_master(role: Role) -> NotMaster:
+    """`not_master` once the role has settled (`Role.settle`, run in a task of its own: the
+    server may run a call's first step outside any task, where asyncio's timeouts cannot
+    work); the caller checks `serving` again if it may still serve."""
+    await asyncio.get_running_loop().create_task(role.settle())
+    return not_master(role)
 
 
 def not_master(role: Role) -> NotMaster:
