@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from client import AsyncWConfdClient, errors
+from client._server.etcd.background import Background
 from client.api.common import RoleInfo
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def judge(answer: RoleInfo | None, received: float, now: float, node: str, term:
     return Agreement.CONFIRMED
 
 
-class WconfdRoleWatch:
+class WconfdRoleWatch(Background):
     """Polls the local wconfd's `get_role`; `on_change()` after each answer that differs
     from the one before (and after the first)."""
 
@@ -73,27 +74,21 @@ class WconfdRoleWatch:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__("wconfd-role")
         self.socket = socket
         self.node = node
         self.on_change = on_change
         self.clock = clock
         self.answer: RoleInfo | None = None
         self.received = 0.0
-        self._task: asyncio.Task[None] | None = None
         self._poll_now = asyncio.Event()
         self._answered = asyncio.Event()
 
     def agreement(self, term: int) -> Agreement:
         return judge(self.answer, self.received, self.clock(), self.node, term)
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="wconfd-role")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def _release(self) -> None:
+        """Nothing is held: the watch only asks."""
 
     def poll_soon(self) -> None:
         """Ask wconfd now (the leader key changed: its answer will follow)."""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from client import AsyncLuxiClient, errors
+from client._server.etcd.background import Background
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def luxid_verdict(last_answer: float, now: float, *, hung_after: float = HUNG_AF
     return Verdict.ANSWERS
 
 
-class LuxidWatch:
+class LuxidWatch(Background):
     """Pings `socket` every PING_INTERVAL; `on_hung(seconds)` once per silence that makes
     luxid hung (the caller decides whether that matters: only a master steps down)."""
 
@@ -57,12 +58,12 @@ class LuxidWatch:
         hung_after: float = HUNG_AFTER,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__("luxid-watch")
         self.socket = socket
         self.on_hung = on_hung
         self.hung_after = hung_after
         self.clock = clock
         self.last_answer = clock()
-        self._task: asyncio.Task[None] | None = None
 
     def verdict(self) -> Verdict:
         return luxid_verdict(self.last_answer, self.clock(), hung_after=self.hung_after)
@@ -71,14 +72,8 @@ class LuxidWatch:
         """Whether this node's luxid answers (or none runs here): it may take the key."""
         return self.verdict() is Verdict.ANSWERS
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="luxid-watch")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def _release(self) -> None:
+        """Nothing is held: the watch only asks."""
 
     async def _run(self) -> None:
         reported = False

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ha_testlib import ControlNode, WconfdNode, wait_master
+from ha_testlib import ControlNode, WconfdNode, wait_master, wconfd_pair
 from luxid_testlib import FINAL, delay
 
 from client import LuxiClient, errors
@@ -30,15 +30,8 @@ LUXID_REPLACED_WITHIN = 8.0
 
 @pytest.fixture
 def two_wconfds(tmp_path: Path, etcd_store_url: str) -> Iterator[list[WconfdNode]]:
-    nodes = [WconfdNode(tmp_path, f"node{i}", etcd_store_url) for i in (1, 2)]
-    try:
-        nodes[0].start()
-        wait_master(nodes[:1])
-        nodes[1].start()
+    with wconfd_pair(tmp_path, etcd_store_url) as nodes:
         yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 @pytest.fixture

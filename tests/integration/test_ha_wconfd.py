@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ha_testlib import WconfdNode, etcd_keys, first_answer, store_url, wait_master
+from ha_testlib import (
+    WconfdNode,
+    etcd_keys,
+    first_answer,
+    store_url,
+    wait_master,
+    wconfd_pair,
+)
 
 from client import WConfdClient, errors
 
@@ -26,15 +33,8 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 @pytest.fixture
 def two_nodes(tmp_path: Path, etcd_store_url: str) -> Iterator[list[WconfdNode]]:
-    nodes = [WconfdNode(tmp_path, f"node{i}", etcd_store_url) for i in (1, 2)]
-    try:
-        nodes[0].start()
-        wait_master(nodes[:1])
-        nodes[1].start()
+    with wconfd_pair(tmp_path, etcd_store_url) as nodes:
         yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 def add_node(wc: WConfdClient, name: str) -> None:
