@@ -38,10 +38,10 @@ from pathlib import Path
 
 from client._server.common import CommonMethods
 from client._server.etcd.client import EtcdClient
-from client._server.etcd.errors import EtcdError, Fenced
+from client._server.etcd.errors import Fenced
 from client._server.etcd.url import EtcdStoreUrl
 from client._server.metrics import Registry
-from client._server.roles import Role
+from client._server.roles import Role, SharedRead
 from client._server.server import RpcServer
 from client.api.common import RoleInfo
 from client.api.luxi import LuxiApi
@@ -51,7 +51,7 @@ from luxid.role import LeaderFollower, standby_methods
 from luxid.storage.etcd import EtcdJobStore
 from luxid.takeover import take_over
 from luxid.term import STOP_GRACE, LuxidTerm, stop_job_processes
-from luxid.wconfd_role import Agreement, WconfdRoleWatch
+from luxid.wconfd_role import FRESH, Agreement, WconfdRoleWatch
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,7 @@ class HaLuxid:
             self.client, prefix=url.prefix, ttl=ttl, on_change=self._changed
         )
         self.wconfd = WconfdRoleWatch(wconfd_socket, node, self._wconfd_changed)
+        self._read_key = SharedRead(self.follower.refresh)
         self.standby = standby_methods(LuxiApi, CommonMethods(Registry("luxid"), role=self), self)
         server.methods = self.standby
         self.term: LuxidTerm | None = None
@@ -145,11 +146,21 @@ class HaLuxid:
             if left <= 0:
                 break
             await self.wconfd.fresh_answer(min(left, 0.5))
-        if self.serving:
+        if self.serving or not self._key_in_doubt():
             return
-        with contextlib.suppress(EtcdError, TimeoutError):
-            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
-                await self.follower.refresh()
+        await self._read_key(max(0.1, deadline - time.monotonic()))
+
+    def _key_in_doubt(self) -> bool:
+        """Whether the key as last seen may not name the master: it names this node or
+        none, it disagrees with wconfd, or luxid may have been paused (wconfd's last
+        answer is old). Otherwise the watch keeps it current and etcd is not asked."""
+        seen, answer = self.follower.master, self.wconfd.answer
+        return (
+            seen in (None, self.node)
+            or answer is None
+            or answer.master != seen
+            or self.wconfd.clock() - self.wconfd.received >= FRESH
+        )
 
     def info(self) -> RoleInfo:
         """client._server.roles.Role: what get_role answers on this node."""

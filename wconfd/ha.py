@@ -38,7 +38,7 @@ from client._server.etcd.leader import LeaderElection
 from client._server.etcd.presence import NodeInfo, Presence, list_nodes
 from client._server.etcd.release import warn_of_known_faults
 from client._server.etcd.url import EtcdStoreUrl
-from client._server.roles import not_master
+from client._server.roles import SharedRead, not_master
 from client.api.common import RoleInfo
 from client.errors import RpcError, StorageError
 from wconfd.luxid_watch import LuxidWatch
@@ -58,6 +58,7 @@ class ElectedRole:
     def __init__(self, election: LeaderElection) -> None:
         self.election = election
         self.loaded = False  # master with its state loaded
+        self._read_master = SharedRead(election.current_master)
 
     @property
     def serving(self) -> bool:
@@ -80,12 +81,10 @@ class ElectedRole:
         serves or knows another master, read the leader key from etcd."""
         deadline = time.monotonic() + SETTLE_WAIT
         while self._in_doubt() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
         if self.serving or self.election.master not in (None, self.election.node):
             return
-        with contextlib.suppress(EtcdError, TimeoutError):
-            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
-                await self.election.current_master()
+        await self._read_master(max(0.1, deadline - time.monotonic()))
 
 
 class HaShell:

@@ -11,9 +11,12 @@ no method checks the role itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
-from typing import Final, Protocol
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, Protocol
 
 from client.api.common import RoleInfo
 from client.errors import NotMaster
@@ -61,6 +64,42 @@ class SingleNode:
 
     async def settle(self) -> None:
         """Nothing to wait for: the single node always serves."""
+
+
+class SharedRead:
+    """A read of who the master is, for `Role.settle`: one read serves every caller that
+    asks while it runs, and none starts within `min_interval` of the last, so clients
+    retrying against a standby during an election do not turn into a storm of etcd reads."""
+
+    def __init__(
+        self,
+        read: Callable[[], Coroutine[Any, Any, object]],
+        min_interval: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.read = read
+        self.min_interval = min_interval
+        self.clock = clock
+        self._last = -min_interval
+        self._task: asyncio.Task[object] | None = None
+
+    async def __call__(self, timeout: float) -> None:
+        """Read (or join the read under way), waiting `timeout` seconds at most; a read
+        that fails or is late leaves things as they were."""
+        if self._task is None or self._task.done():
+            if self.clock() - self._last < self.min_interval:
+                return
+            self._last = self.clock()
+            self._task = asyncio.get_running_loop().create_task(self.read())
+            self._task.add_done_callback(_retrieve)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+
+
+def _retrieve(task: asyncio.Task[object]) -> None:
+    """A failed shared read is nobody's error: mark it seen."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def settled_not_master(role: Role) -> NotMaster:

@@ -15,7 +15,7 @@ from client._server.common import CommonMethods
 from client._server.dispatch import build_methods, dispatch_one
 from client._server.etcd.errors import Fenced
 from client._server.metrics import Registry
-from client._server.roles import SingleNode, not_master
+from client._server.roles import SharedRead, SingleNode, not_master
 from client.api.common import CommonApi, RoleInfo
 from client.api.declare import rpc
 from client.errors import NotMaster
@@ -127,3 +127,34 @@ def test_a_fenced_write_answers_not_master_not_a_storage_error():
 def test_without_a_role_every_method_is_served():
     methods = build_methods(DemoApi, CommonMethods(Registry("wconfd")), Impl())
     assert call(methods, "write", {"value": 3})["result"] == 3
+
+
+def test_a_shared_read_serves_every_caller_while_it_runs_and_is_not_repeated_at_once():
+    reads: list[float] = []
+    now = [0.0]
+
+    async def read() -> None:
+        reads.append(now[0])
+        await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        shared = SharedRead(read, min_interval=0.25, clock=lambda: now[0])
+        await asyncio.gather(*(shared(1.0) for _ in range(20)))
+        assert len(reads) == 1
+        await shared(1.0)  # within min_interval of the last: no read
+        assert len(reads) == 1
+        now[0] = 0.3
+        await shared(1.0)
+        assert reads == [0.0, 0.3]
+
+    asyncio.run(main())
+
+
+def test_a_failing_shared_read_leaves_things_as_they_were():
+    async def read() -> None:
+        raise Fenced("etcd did not answer")
+
+    async def main() -> None:
+        await SharedRead(read)(1.0)  # no exception, none left unretrieved
+
+    asyncio.run(main())
