@@ -38,7 +38,7 @@ from client._server.etcd.election import (
 )
 from client._server.etcd.errors import EtcdError, Fenced
 from client._server.etcd.fencing import FencedWriter
-from client._server.etcd.wire import Event, cmp_create, op_put, op_range
+from client._server.etcd.wire import Event, KeyValue, cmp_create, op_put, op_range
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class LeaderElection(Background):
         self.term: Term | None = None
         self.master: str | None = None  # last known master (this node's name while master)
         self.master_term = 0  # the last known master's term (its key's create revision)
+        self._known_revision = 0  # the etcd revision `master` was learnt at
         self._renewal: Renewal | None = None
         self._renew_failed = False
         self._campaign_after = 0.0
@@ -114,10 +115,19 @@ class LeaderElection(Background):
 
     async def current_master(self) -> str | None:
         """The master's node name as etcd has it now, or None while there is none."""
-        kv = await self.client.get(self.key)
-        self.master = kv.value.decode(errors="replace") if kv else None
-        self.master_term = kv.create_revision if kv else 0
+        answer = await self.client.range(self.key)
+        self._learn(answer.kvs[0] if answer.kvs else None, answer.header.revision)
         return self.master
+
+    def _learn(self, kv: KeyValue | None, revision: int) -> None:
+        """Take what a read or a change at `revision` says of the key, unless something
+        newer is known (a read's answer may come after a later change) or this node is
+        master (it knows its own key)."""
+        if revision < self._known_revision or self.term is not None:
+            return
+        self._known_revision = revision
+        self.master = kv.value.decode(errors="replace") if kv is not None else None
+        self.master_term = kv.create_revision if kv is not None else 0
 
     def step_down(self, reason: str, *, pause: float | None = None) -> None:
         """Stop being master now (e.g. a fenced write failed) and revoke the lease in the
@@ -199,11 +209,10 @@ class LeaderElection(Background):
             await self._sleep_until(self._campaign_after)
             return
         answer = await self.client.range(self.key)
+        self._learn(answer.kvs[0] if answer.kvs else None, answer.header.revision)
         if answer.kvs:
             kv = answer.kvs[0]
-            self.master = kv.value.decode(errors="replace")
-            self.master_term = kv.create_revision
-            if self.master == self.node and kv.lease:
+            if kv.value.decode(errors="replace") == self.node and kv.lease:
                 # A lease this node gave up (its revoke failed) or a dead predecessor's:
                 # nobody serves it, so let it go now rather than when it lapses.
                 log.info("node %s revokes the leader key it no longer serves", self.node)
@@ -211,7 +220,6 @@ class LeaderElection(Background):
                 return
             await self._watch_until_deleted(answer.header.revision + 1)
             return
-        self.master = None
         if self.may_campaign is not None and not self.may_campaign():
             await self._sleep_until(self.clock() + self.ttl / 10)
             return
@@ -221,11 +229,9 @@ class LeaderElection(Background):
         """Return when the leader key is deleted, or after one TTL (the caller re-reads)."""
 
         def seen(event: Event) -> bool:
-            if event.type == "DELETE":
-                return True
-            self.master = event.kv.value.decode(errors="replace")
-            self.master_term = event.kv.create_revision
-            return False
+            deleted = event.type == "DELETE"
+            self._learn(None if deleted else event.kv, event.kv.mod_revision)
+            return deleted
 
         await self.client.watch_for(self.key, revision, self.ttl, seen)
 
@@ -248,8 +254,7 @@ class LeaderElection(Background):
                 await self.client.lease_revoke(lease.ID)
             read = answer.responses[0].response_range if answer.responses else None
             if read is not None and read.kvs:
-                self.master = read.kvs[0].value.decode(errors="replace")
-                self.master_term = read.kvs[0].create_revision
+                self._learn(read.kvs[0], answer.header.revision)
             return
         term = Term(node=self.node, lease_id=lease.ID, token=answer.header.revision)
         await self._become_master(term, Renewal(sent_at, min(self.ttl, float(lease.TTL))))
@@ -280,6 +285,7 @@ class LeaderElection(Background):
         """Hold `term` (its key is ours): renew from `renewal` on, and take over."""
         self.term, self._renewal, self._renew_failed = term, renewal, False
         self.master, self.master_term = self.node, term.token
+        self._known_revision = max(self._known_revision, term.token)
         log.info("node %s is master (term %d)", self.node, term.token)
         if self.on_elected is not None:
             try:
