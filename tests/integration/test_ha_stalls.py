@@ -2,7 +2,7 @@
 a master's wconfd paused for less than its lease keeps master and term; a master's luxid
 that hangs is replaced within 8 s and, resumed, answers NotMaster naming the new master;
 a step-down leaves its jobs as a failover does (running: `error` "master failover"; queued:
-carried on), never "job process died". The wconfd stalled past its lease is in
+carried on), never "job process died", also when the same node wins the key again. The wconfd stalled past its lease is in
 test_ha_wconfd.py."""
 
 from __future__ import annotations
@@ -101,6 +101,31 @@ def test_a_step_down_ends_running_jobs_as_a_failover_and_carries_queued_ones(con
     assert refused.value.master == "node2"
     assert "job process died" not in node1.luxid.log() + node2.luxid.log()
     lc.close()
+
+
+@pytest.mark.slow
+def test_a_node_that_steps_down_and_wins_again_ends_its_running_jobs_as_a_failover(
+    tmp_path: Path, etcd_store_url: str
+):
+    node = ControlNode(tmp_path, "solo", etcd_store_url).start()
+    try:
+        node.wait_serving(20)
+        lc = LuxiClient(node.luxid.socket, timeout=30)
+        running = lc.submit_job(ops=[delay(60, log_messages=["executing"])])
+        behind = lc.submit_job(ops=[delay(depends=[[running, ["error", "success"]]])])
+        wait_running(lc, running)
+        term = node.wconfd.role()["term"]
+        with node.wconfd.client("operator") as wc:
+            wc.step_down(wait=0)
+        node.wait_serving(15)  # the only node: it campaigns again one TTL later and wins
+        assert node.wconfd.role()["term"] > term
+        done = wait_final(lc, [running, behind])
+        assert done[running] == ["error", ["master failover"]]
+        assert done[behind][0] == "success"
+        assert "job process died" not in node.luxid.log()
+        lc.close()
+    finally:
+        node.stop()
 
 
 @pytest.mark.slow
