@@ -45,6 +45,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "drain_plan": ([], 120),
     "ha": ([], 300),
     "ha_luxid": ([], 300),
+    "ha_stalls": (["--leader-runs", "6", "--luxid-runs", "1"], 240),
     "why_job": ([], 180),
     "events": ([], 240),
     "big_frame": ([], 180),
@@ -263,6 +264,21 @@ def ha_failover(j: Json) -> tuple[str, bool]:
     return shown, f["max_s"] <= 5 and f["acknowledged_writes_lost"] == 0
 
 
+def stall_write_gap(j: Json) -> tuple[str, bool]:
+    gaps = j["etcd_leader_stall_5s"]["longest_write_gap_s"]
+    return f"max {max(gaps)} s over {len(gaps)} runs", max(gaps) <= 3
+
+
+def stall_kept(j: Json) -> tuple[str, bool]:
+    s = j["etcd_leader_stall_5s"]
+    return f"{s['master_and_term_kept']} of {s['runs']}", s["master_and_term_kept"] >= s["runs"] - 1
+
+
+def stall_luxid(j: Json) -> tuple[str, bool]:
+    took, lost = j["master_luxid_stall_15s"]["submission_elsewhere_s"], j["acknowledged_jobs_lost"]
+    return f"max {max(took)} s, lost {lost}", max(took) <= 8 and lost == 0
+
+
 def ha_lock_cycles(j: Json) -> tuple[str, bool]:
     # The rate of the cluster (8 clients: group commit shares transactions); one sync
     # client beside it, with its floor: two etcd transactions one after the other.
@@ -325,6 +341,11 @@ ROWS = [
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
+    Row("etcd leader stalled 5 s: longest write gap", "ha_stalls", stall_write_gap, "≤ 3 s"),
+    Row("etcd leader stalled 5 s: master and term kept", "ha_stalls", stall_kept,
+        "≥ 5 of 6 runs"),
+    Row("master's luxid stalled 15 s: submissions elsewhere", "ha_stalls", stall_luxid,
+        "≤ 8 s, nothing lost"),
 ]  # fmt: skip
 
 

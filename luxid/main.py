@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.store is not None:  # etcd: serve while this node is master
             ha = HaLuxid(
                 args.store, args.node, args.lease_ttl, server, make_term,
-                stop_timeout=STOP_STEP_TIMEOUT,
+                wconfd_socket=paths.wconfd_socket(run_dir), stop_timeout=STOP_STEP_TIMEOUT,
             )  # fmt: skip
             ha.start()
             stop: Callable[[], Awaitable[None]] = ha.close

@@ -28,7 +28,7 @@ from client._server.etcd.background import Background
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
 from client._server.etcd.wire import Event, KeyValue
-from client._server.roles import STANDBY_METHODS, Role, not_master
+from client._server.roles import STANDBY_METHODS, Role, settled_not_master
 from client.api.declare import Api
 
 log = logging.getLogger(__name__)
@@ -49,13 +49,25 @@ class LeaderFollower(Background):
         self.master: str | None = None
         self.term = 0
         self._confirmed = time.monotonic()
+        self._revision = 0  # the etcd revision (master, term) was learnt at
 
-    def _set(self, kv: KeyValue | None) -> None:
+    def _set(self, kv: KeyValue | None, revision: int) -> None:
+        """Take what a read or a change at `revision` says, unless something newer is
+        known (a read's answer may come after a later change)."""
+        if revision < self._revision:
+            return
+        self._revision = revision
         master = kv.value.decode(errors="replace") if kv is not None else None
         term = kv.create_revision if kv is not None else 0
         if (master, term) != (self.master, self.term):
             self.master, self.term = master, term
             self.on_change(master, term)
+
+    async def refresh(self) -> None:
+        """Read the key now (after a pause the last change seen may be old)."""
+        answer = await self.client.range(self.key)
+        self._confirmed = time.monotonic()
+        self._set(answer.kvs[0] if answer.kvs else None, answer.header.revision)
 
     async def _run(self) -> None:
         while True:
@@ -64,18 +76,18 @@ class LeaderFollower(Background):
             except EtcdError as exc:
                 if time.monotonic() - self._confirmed > self.ttl:
                     log.warning("cannot read the leader key for over %g s: %s", self.ttl, exc)
-                    self._set(None)
+                    self._set(None, self._revision)
                 await asyncio.sleep(self.ttl / 10)
                 continue
             self._confirmed = time.monotonic()
-            self._set(answer.kvs[0] if answer.kvs else None)
+            self._set(answer.kvs[0] if answer.kvs else None, answer.header.revision)
             await self._watch(answer.header.revision + 1)
 
     async def _watch(self, revision: int) -> None:
         """Apply the key's changes for one TTL at most (then the caller reads it again)."""
 
         def seen(event: Event) -> bool:
-            self._set(None if event.type == "DELETE" else event.kv)
+            self._set(None if event.type == "DELETE" else event.kv, event.kv.mod_revision)
             return False
 
         await self.client.watch_for(self.key, revision, self.ttl, seen)
@@ -90,7 +102,7 @@ def standby_methods(api: type[Api], common: CommonMethods, role: Role) -> dict[s
 
     def refuse(name: str) -> Handler:
         async def handle(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            raise not_master(role)
+            raise await settled_not_master(role)
 
         return handle
 

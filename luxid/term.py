@@ -120,7 +120,8 @@ class LuxidTerm:
 
     def methods(self) -> dict[str, Handler]:
         """The dispatch table of this term (counted in the service's metrics)."""
-        return instrument(build_methods(LuxiApi, self.service), self.service.metrics)
+        service = self.service
+        return instrument(build_methods(LuxiApi, service, role=service.role), service.metrics)
 
     def job_processes(self) -> list[ProcessKey]:
         """The processes of the term's unfinished jobs."""

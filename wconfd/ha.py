@@ -9,6 +9,13 @@ serving at once when the lease could not be renewed, etcd says it is gone, a wri
 the term over (`Fenced`) or a write's outcome is unknown: the next term (of this node or
 another) loads what etcd has, so memory never holds what etcd does not.
 
+Through stalls (docs/operations.md#stalls): the node serves only while its lease is alive
+by its own clock (the election proves it again after a pause, or steps down and revokes
+it); a call that meets the node in doubt (loading, proving its lease, just deposed) waits
+a moment for the role to settle and a NotMaster names the master etcd's key names. The
+node's luxid is watched (wconfd.luxid_watch): a master whose luxid hangs steps down, and a
+standby campaigns only while its luxid answers.
+
 A restarted wconfd that finds the leader key held by its own node name (its previous
 process, killed; two live wconfds never share a node name) keeps that lease and term: the
 node stays master, so its luxid and running jobs ride the restart out
@@ -22,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.election import Term
@@ -30,15 +38,18 @@ from client._server.etcd.leader import LeaderElection
 from client._server.etcd.presence import NodeInfo, Presence, list_nodes
 from client._server.etcd.release import warn_of_known_faults
 from client._server.etcd.url import EtcdStoreUrl
-from client._server.roles import not_master
+from client._server.roles import SharedRead, not_master
 from client.api.common import RoleInfo
 from client.errors import RpcError, StorageError
+from wconfd.luxid_watch import LuxidWatch
 from wconfd.service import WConfd
 from wconfd.storage.etcd_store import EtcdStore
 
 log = logging.getLogger(__name__)
 
 WRITER = "wconfd"
+# How long a call that meets the node in doubt waits for its role to settle.
+SETTLE_WAIT = 1.5
 
 
 class ElectedRole:
@@ -46,7 +57,13 @@ class ElectedRole:
 
     def __init__(self, election: LeaderElection) -> None:
         self.election = election
-        self.serving = False  # master with its state loaded
+        self.loaded = False  # master with its state loaded
+        self._read_master = SharedRead(election.current_master)
+
+    @property
+    def serving(self) -> bool:
+        """Master, state loaded, and the lease alive by this node's clock."""
+        return self.loaded and self.election.holds_lease()
 
     def info(self) -> RoleInfo:
         e = self.election
@@ -54,6 +71,20 @@ class ElectedRole:
         if self.serving:
             return RoleInfo(node=e.node, role="master", master=e.master, term=term)
         return RoleInfo(node=e.node, role="standby", master=e.master, term=term)
+
+    def _in_doubt(self) -> bool:
+        """Holding the key without serving (loading, proving the lease after a pause)."""
+        return self.election.term is not None and not self.serving
+
+    async def settle(self) -> None:
+        """Before a NotMaster: wait a moment while the node is in doubt, then, unless it
+        serves or knows another master, read the leader key from etcd."""
+        deadline = time.monotonic() + SETTLE_WAIT
+        while self._in_doubt() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self.serving or self.election.master not in (None, self.election.node):
+            return
+        await self._read_master(max(0.1, deadline - time.monotonic()))
 
 
 class HaShell:
@@ -66,11 +97,13 @@ class HaShell:
         ttl: float,
         sweep_interval: float = 5.0,
         *,
+        luxid_socket: Path | None = None,
         event_retention: int | None = None,
     ) -> None:
         self.url = url
         self.node = node
         self.client = EtcdClient(url.endpoints)
+        self.luxid = None if luxid_socket is None else LuxidWatch(luxid_socket, self._luxid_hung)
         self.election = LeaderElection(
             self.client,
             prefix=url.prefix,
@@ -78,6 +111,7 @@ class HaShell:
             ttl=ttl,
             on_elected=self._elected,
             on_deposed=self._deposed,
+            may_campaign=None if self.luxid is None else self.luxid.answers,
         )
         self.presence = Presence(
             self.client, prefix=url.prefix, info=NodeInfo(node, time.time()), ttl=ttl
@@ -110,6 +144,8 @@ class HaShell:
         """Campaign (and keep this node's presence); wait up to `settle` seconds until the
         first outcome is known (serving, or another master seen) before the socket opens."""
         await self._resume()
+        if self.luxid is not None:
+            self.luxid.start()
         self.presence.start()
         self.election.start()
         deadline = time.monotonic() + settle
@@ -132,6 +168,8 @@ class HaShell:
         """Give up mastership and presence (others take over at once), close etcd."""
         if self._takeover is not None:
             self._takeover.cancel()
+        if self.luxid is not None:
+            await self.luxid.stop()
         await self.election.stop()
         await self.presence.stop()
         await self.client.close()
@@ -190,7 +228,7 @@ class HaShell:
             self.election.step_down(f"taking over failed: {exc}")
             return
         if self.election.term is term:
-            self.role.serving = True
+            self.role.loaded = True
             self.service.mark_master(True)
             log.info(
                 "node %s serves as master (term %d) after loading in %.3f s",
@@ -201,8 +239,21 @@ class HaShell:
         else:
             store.close()
 
+    def _luxid_hung(self, silent: float) -> None:
+        """The node's luxid has not answered for `silent` seconds: a master gives the key
+        up (a standby whose luxid answers takes it); a standby already does not campaign."""
+        if self.election.term is None:
+            log.warning("luxid of node %s has not answered for %.1f s", self.node, silent)
+            return
+        log.error(
+            "luxid of node %s has not answered for %.1f s: stepping down as master so that "
+            "a node whose luxid answers takes over",
+            self.node, silent,
+        )  # fmt: skip
+        self.election.step_down(f"its luxid has not answered for {silent:.1f} s")
+
     def _deposed(self, reason: str) -> None:
-        self.role.serving = False
+        self.role.loaded = False
         self.service.mark_master(False)
         if self._takeover is not None and not self._takeover.done():
             self._takeover.cancel()
@@ -214,6 +265,6 @@ class HaShell:
 
     def _lost(self, error: StorageError) -> RpcError:
         """A write failed in a way only a new load can sort out: stop serving."""
-        self.role.serving = False
+        self.role.loaded = False
         self.election.step_down(f"a write to etcd failed: {error.message}")
         return not_master(self.role) if isinstance(error, Fenced) else error

@@ -7,7 +7,7 @@ from pathlib import Path
 from client._server.roles import SingleNode
 from client._server.runner import daemon_parser, run_daemon, serve_until_stopped
 from client._server.server import RpcServer
-from client.paths import WCONFD_SOCKET
+from client.paths import LUXID_SOCKET, WCONFD_SOCKET
 from wconfd.ha import HaShell
 from wconfd.service import WConfd
 
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shell = HaShell(
                 args.store, args.node, args.lease_ttl, args.sweep_interval,
+                luxid_socket=socket_path.with_name(LUXID_SOCKET),
                 event_retention=args.event_retention,
             )  # fmt: skip
             service = shell.service

@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from client._server.roles import STANDBY_METHODS, Role, not_master
+from client._server.etcd.errors import Fenced
+from client._server.roles import STANDBY_METHODS, Role, settled_not_master
 from client.api.declare import Api, MethodSpec
 from client.errors import (
     InternalError,
@@ -76,7 +77,9 @@ def _handler(
             if restricted and conn.peer.uid not in (own_uid, 0) and spec.restricted(args, kwargs):
                 raise daemons_only_refusal(spec, conn.peer.uid, own_uid)
             if role is not None and not role.serving:
-                raise not_master(role)
+                refusal = await settled_not_master(role)
+                if not role.serving:
+                    raise refusal
             if BIG_REQUEST.get():
                 loop = asyncio.get_running_loop()
                 params = await loop.run_in_executor(None, spec.decode_params, args, kwargs)
@@ -84,6 +87,12 @@ def _handler(
                 params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
             result = await impl(caller, *[getattr(params, n) for n in names])
+        except Fenced:
+            if role is None:
+                raise
+            # A write of a term that is over (this node was deposed, perhaps while it was
+            # paused): the caller is told who the master is, not of a storage failure.
+            raise await settled_not_master(role) from None
         except RpcError:
             raise
         except Exception:

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,20 @@ class WconfdNode(DaemonProcess):
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.proc.pid, signal.SIGCONT)
         return super().stop(sig)
+
+
+@contextlib.contextmanager
+def wconfd_pair(root: Path, url: str) -> Iterator[list[WconfdNode]]:
+    """node1 started first (so it is the master), then node2; both stopped after."""
+    nodes = [WconfdNode(root, f"node{i}", url) for i in (1, 2)]
+    try:
+        nodes[0].start()
+        wait_master(nodes[:1])
+        nodes[1].start()
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
 
 
 def wait_master(nodes: list[WconfdNode], timeout: float = 15.0) -> WconfdNode:

@@ -108,9 +108,12 @@ class EtcdClient:
         *,
         write: bool,
         timeout: float | None = None,
+        attempt: float | None = None,
     ) -> T:
-        """POST `body` to `path` on a live member and decode its answer (see module doc)."""
+        """POST `body` to `path` on a live member and decode its answer (see module doc);
+        `attempt` replaces `attempt_timeout` for this call's reads."""
         budget = self.timeout if timeout is None else timeout
+        per_member = self.attempt_timeout if attempt is None else attempt
         deadline = time.monotonic() + budget
         payload = msgspec.json.encode(body)
         problems: list[str] = []
@@ -119,7 +122,7 @@ class EtcdClient:
             if remaining <= 0:
                 break
             endpoint = self.endpoints[index]
-            limit = remaining if write else min(remaining, self.attempt_timeout)
+            limit = remaining if write else min(remaining, per_member)
             try:
                 async with (
                     asyncio.timeout(limit),
@@ -258,14 +261,18 @@ class EtcdClient:
             raise EtcdRequestError(f"etcd refused a lease of {ttl} s: {answer.error}", 0)
         return answer
 
-    async def lease_keepalive(self, lease_id: int, *, timeout: float | None = None) -> int:
-        """Renew the lease; returns its TTL again, or 0 when the lease is gone (expired)."""
+    async def lease_keepalive(
+        self, lease_id: int, *, timeout: float | None = None, attempt: float | None = None
+    ) -> int:
+        """Renew the lease; returns its TTL again, or 0 when the lease is gone (expired).
+        `timeout`: the whole budget; `attempt`: the limit on one member's answer."""
         message = await self._call(
             "/v3/lease/keepalive",
             wire.LeaseIdRequest(ID=lease_id),
             wire.LeaseKeepAliveMessage,
             write=False,
             timeout=timeout,
+            attempt=attempt,
         )
         return message.result.TTL
 

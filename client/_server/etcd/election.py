@@ -4,9 +4,17 @@ The master holds the leader key through an etcd lease of `ttl` seconds. etcd cou
 lease from when it *receives* a grant or keepalive, which is after the master *sent* it;
 so, judged on the master's own monotonic clock, the lease cannot lapse before
 `sent + ttl` of the last request that etcd answered with a live lease. That instant is the
-master's deadline: past it another node may hold the key, and the master must already
-have stopped serving. It renews every ttl/3, and retries a failed renewal every ttl/10
-until the deadline.
+master's deadline, less a safety margin (the two clocks may run at slightly different
+rates): past it another node may hold the key, and the master must already have stopped
+serving. It renews every ttl/3, and retries a failed renewal every ttl/10 until the
+deadline, each renewal trying the members in turn with attempts short enough that every
+member is asked more than once within the TTL (`attempt_timeout`): one member that hangs
+(a stalled etcd leader) then costs a renewal a fraction of the TTL, not all of it.
+
+Past the deadline by its own clock the master has not necessarily lost its lease: a
+stalled master (SIGSTOP, a long pause) asks etcd for up to `proof_time`, and is master again
+only if etcd says the lease is alive. A master that gives up revokes its lease so that a
+standby can take the key at once.
 """
 
 from __future__ import annotations
@@ -27,6 +35,25 @@ class Term:
     token: int
 
 
+def safety_margin(ttl: float) -> float:
+    """How much earlier than etcd could the master take its lease to be lapsed."""
+    return min(0.5, ttl / 10)
+
+
+def attempt_timeout(ttl: float, members: int) -> float:
+    """One renewal attempt's limit on one member: every member is asked more than once
+    within the TTL (but never less than 0.2 s: a loaded member still gets to answer)."""
+    return max(0.2, min(1.0, (ttl - safety_margin(ttl)) / (2 * max(1, members) + 1)))
+
+
+def proof_time(ttl: float) -> float:
+    """How long a master past its own deadline asks etcd whether its lease lives: one more
+    TTL, since etcd itself may be electing a leader (a stalled etcd leader takes 1 to 3 s
+    to replace; the new leader extends every lease). The master serves nothing meanwhile,
+    and a lease that lapsed is answered at once (TTL 0)."""
+    return ttl
+
+
 @dataclass(frozen=True)
 class Renewal:
     """What the master knows of its lease: when the last successful renewal was sent."""
@@ -36,8 +63,9 @@ class Renewal:
 
     @property
     def deadline(self) -> float:
-        """When the lease could have lapsed in etcd: the master must have stepped down."""
-        return self.sent_at + self.ttl
+        """When the lease could have lapsed in etcd (less the safety margin): the master
+        must have stopped serving."""
+        return self.sent_at + self.ttl - safety_margin(self.ttl)
 
     @property
     def renew_at(self) -> float:

@@ -11,7 +11,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client._server.etcd.election import Renewal, after_keepalive, must_step_down, next_wake
+from client._server.etcd.election import (
+    Renewal,
+    after_keepalive,
+    attempt_timeout,
+    must_step_down,
+    next_wake,
+    proof_time,
+    safety_margin,
+)
 
 TTL = 3.0
 delay = st.floats(0.0, 2.0, allow_nan=False)
@@ -51,8 +59,20 @@ def test_the_master_never_outlives_its_lease_in_etcd(
 
 def test_a_lapsed_lease_means_stepping_down() -> None:
     assert after_keepalive(Renewal(0.0, TTL), 1.0, 0, TTL) is None
-    assert not must_step_down(Renewal(10.0, TTL), 12.99)
-    assert must_step_down(Renewal(10.0, TTL), 13.0)
+    margin = safety_margin(TTL)
+    assert 0 < margin < TTL / 3
+    assert not must_step_down(Renewal(10.0, TTL), 12.99 - margin)
+    assert must_step_down(Renewal(10.0, TTL), 13.0 - margin)
+
+
+@given(st.floats(0.5, 60), st.integers(1, 7))
+def test_a_renewal_asks_every_member_more_than_once_within_the_ttl(
+    ttl: float, members: int
+) -> None:
+    attempt = attempt_timeout(ttl, members)
+    if attempt > 0.2:  # the floor: a loaded member still gets to answer
+        assert 2 * members * attempt < ttl - safety_margin(ttl)
+    assert proof_time(ttl) <= ttl
 
 
 @given(st.floats(0, 100), st.floats(0, 10), st.booleans())

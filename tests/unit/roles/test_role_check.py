@@ -13,8 +13,9 @@ import pytest
 
 from client._server.common import CommonMethods
 from client._server.dispatch import build_methods, dispatch_one
+from client._server.etcd.errors import Fenced
 from client._server.metrics import Registry
-from client._server.roles import SingleNode, not_master
+from client._server.roles import SharedRead, SingleNode, not_master
 from client.api.common import CommonApi, RoleInfo
 from client.api.declare import rpc
 from client.errors import NotMaster
@@ -31,10 +32,14 @@ class DemoApi(CommonApi):
 
 
 class Impl:
+    fenced = False
+
     async def identify(self, conn: Any, name: str) -> str:
         return name
 
     async def write(self, conn: Any, value: int) -> int:
+        if self.fenced:
+            raise Fenced("the leader key is no longer this node's")
         return value
 
 
@@ -42,6 +47,13 @@ class Switch:
     def __init__(self, serving: bool, master: str | None) -> None:
         self.serving = serving
         self.master = master
+        self.settled = 0
+        self.learns: str | None = None  # the master settle() reads from "etcd"
+
+    async def settle(self) -> None:
+        self.settled += 1
+        if self.learns is not None:
+            self.master, self.serving = self.learns, False
 
     def info(self) -> RoleInfo:
         if self.serving:
@@ -90,6 +102,59 @@ def test_single_node_is_master_of_term_0_and_messages_name_the_master():
     assert "no master right now" in not_master(Switch(serving=False, master=None)).message
 
 
+def test_no_node_names_itself_the_master_in_a_not_master():
+    error = not_master(Switch(serving=False, master="me"))
+    assert error.master is None and "the master is me" not in error.message
+    assert "taking over or giving up" in error.message
+
+
+def test_a_refusal_settles_the_role_first_and_names_the_master_it_learns():
+    role = Switch(serving=False, master="me")
+    role.learns = "node2"
+    methods = build_methods(DemoApi, CommonMethods(Registry("wconfd")), Impl(), role=role)
+    error = call(methods, "write", {"value": 1})["error"]
+    assert error["data"] == {"type": "NotMaster", "master": "node2"} and role.settled == 1
+
+
+def test_a_fenced_write_answers_not_master_not_a_storage_error():
+    role, impl = Switch(serving=True, master="me"), Impl()
+    impl.fenced = True
+    methods = build_methods(DemoApi, CommonMethods(Registry("luxid")), impl, role=role)
+    role.learns = "node2"
+    assert call(methods, "write", {"value": 1})["error"]["data"]["master"] == "node2"
+
+
 def test_without_a_role_every_method_is_served():
     methods = build_methods(DemoApi, CommonMethods(Registry("wconfd")), Impl())
     assert call(methods, "write", {"value": 3})["result"] == 3
+
+
+def test_a_shared_read_serves_every_caller_while_it_runs_and_is_not_repeated_at_once():
+    reads: list[float] = []
+    now = [0.0]
+
+    async def read() -> None:
+        reads.append(now[0])
+        await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        shared = SharedRead(read, min_interval=0.25, clock=lambda: now[0])
+        await asyncio.gather(*(shared(1.0) for _ in range(20)))
+        assert len(reads) == 1
+        await shared(1.0)  # within min_interval of the last: no read
+        assert len(reads) == 1
+        now[0] = 0.3
+        await shared(1.0)
+        assert reads == [0.0, 0.3]
+
+    asyncio.run(main())
+
+
+def test_a_failing_shared_read_leaves_things_as_they_were():
+    async def read() -> None:
+        raise Fenced("etcd did not answer")
+
+    async def main() -> None:
+        await SharedRead(read)(1.0)  # no exception, none left unretrieved
+
+    asyncio.run(main())
