@@ -10,7 +10,13 @@ from pathlib import Path
 from client import paths
 from client._server import sdnotify
 from client._server.roles import Role, SingleNode
-from client._server.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
+from client._server.runner import (
+    StartupError,
+    daemon_parser,
+    parse_daemon_args,
+    run_daemon,
+    serve_until_stopped,
+)
 from client._server.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a queue drain's deadline cancels the jobs accepted before it; those still "
         f"running this long after it are killed (default {DRAIN_KILL_GRACE:g})",
     )
-    args = parser.parse_args(argv)
+    args = parse_daemon_args(parser, argv)
     if not args.drain_kill_after >= 0:
         parser.error("--drain-kill-after must be >= 0 seconds")
     run_dir = paths.run_dir(args.run_dir)
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.store, args.node, args.lease_ttl, server, make_term,
                 stop_timeout=STOP_STEP_TIMEOUT,
             )  # fmt: skip
+            await ha.client.check_access(args.store.prefix)  # before the socket opens
             ha.start()
             stop: Callable[[], Awaitable[None]] = ha.close
         else:

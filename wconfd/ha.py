@@ -70,7 +70,7 @@ class HaShell:
     ) -> None:
         self.url = url
         self.node = node
-        self.client = EtcdClient(url.endpoints)
+        self.client = EtcdClient(url.endpoints, security=url.security)
         self.election = LeaderElection(
             self.client,
             prefix=url.prefix,
@@ -108,7 +108,9 @@ class HaShell:
 
     async def start(self, settle: float) -> None:
         """Campaign (and keep this node's presence); wait up to `settle` seconds until the
-        first outcome is known (serving, or another master seen) before the socket opens."""
+        first outcome is known (serving, or another master seen) before the socket opens.
+        AccessRefused first when etcd refuses our certificate or user."""
+        await self.client.check_access(self.url.prefix)
         await self._resume()
         self.presence.start()
         self.election.start()

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client import __version__
+from client._server.etcd.security import SecurityError, add_security_options, security_from_args
+from client.argparser import StrictParser
 from client.cli.admin_parsers import (
     budget_commands,
     cluster_commands,
@@ -146,7 +148,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     are listed but left empty, since building them all costs more than the rest of `lw`'s
     own start-up.  Without `argv` the whole tree is built.
     """
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="lw",
         description="Lockwarden's command line: the cluster, its job queue, filters and locks.",
         epilog=_EPILOG,
@@ -156,6 +158,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     _dir_options(parser, top=True)
+    add_security_options(parser)
     b = _Builder()
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _stack_commands(b, top)
@@ -167,11 +170,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_VALUED_GLOBALS = frozenset(
+    ("--run-dir", "--state-dir", "--etcd-ca", "--etcd-cert", "--etcd-key", "--etcd-user")
+).union(("--etcd-password-file",))
+
+
 def _group_named(argv: Sequence[str]) -> str | None:
     """The command group `argv` names (its first positional word), if it names one."""
     args = iter(argv)
     for arg in args:
-        if arg in ("--run-dir", "--state-dir"):
+        if arg in _VALUED_GLOBALS:
             next(args, None)
         elif not arg.startswith("-"):
             return arg if arg in GROUPS else None
@@ -483,6 +491,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     args = build_parser(argv).parse_args(argv)
+    try:  # for the commands that reach an etcd store themselves
+        args.etcd_security = security_from_args(args)
+    except SecurityError as exc:
+        print(f"lw: {exc}", file=sys.stderr)
+        return 1
     module, _, func = str(args.handler).partition(":")
     handler = getattr(importlib.import_module(f"client.cli.{module}"), func)
     from client.cli.context import run
