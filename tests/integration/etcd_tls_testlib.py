@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -78,10 +79,16 @@ class SecureCluster:
     def foreign(self) -> tuple[CertPair, CertPair]:
         """A CA that signed nothing the cluster knows, and a client certificate from it."""
         directory = self.files.directory / "foreign"
-        other = make_ca(directory)
-        return other, make_cert(other, directory, "client")
+        ca = CertPair(directory / "ca.crt", directory / "ca.key")
+        client = CertPair(directory / "client.crt", directory / "client.key")
+        if not client.cert.exists():
+            make_cert(make_ca(directory), directory, "client")
+        return ca, client
 
     def client_with_cn(self) -> CertPair:
+        pair = CertPair(self.files.directory / "with-cn.crt", self.files.directory / "with-cn.key")
+        if pair.cert.exists():
+            return pair
         return make_cert(self.files.ca, self.files.directory, "with-cn", common_name=USER)
 
     def wrong_password(self) -> Path:
@@ -101,3 +108,19 @@ def secure_cluster(
         yield secure
     finally:
         secure.cluster.close()
+
+
+def jwt_options(directory: Path, ttl: str) -> list[str]:
+    """etcd options for JWT tokens (ES256, a key made here) that expire after `ttl`
+    (e.g. "2s") however often they are used, unlike `simple` ones."""
+    directory.mkdir(parents=True, exist_ok=True)
+    private, public = directory / "jwt.key", directory / "jwt.pub"
+    for argv in (
+        ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(private)],
+        ["ec", "-in", str(private), "-pubout", "-out", str(public)],
+    ):
+        subprocess.run(["openssl", *argv], check=True, capture_output=True)
+    return [
+        "--auth-token",
+        f"jwt,pub-key={public},priv-key={private},sign-method=ES256,ttl={ttl}",
+    ]

@@ -95,6 +95,8 @@ class TokenAuth:
             if status == 200:
                 self.token = wire.decode(raw, AuthenticateResponse).token
                 self.renewals += 1
+                log.debug("etcd user %r authenticated at %s (token %d)", self.user,
+                          where(endpoint), self.renewals)  # fmt: skip
                 return
             error = wire.gateway_error(raw, status)
             if _NOT_ENABLED in error.message:
