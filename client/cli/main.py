@@ -216,6 +216,13 @@ def _stack_commands(b: _Builder, top: Any) -> None:
         "(no RAPI; see docs/operations.md)",
     )
     up.add_argument(
+        "--tls",
+        action="store_true",
+        help="with --ha: etcd over TLS with client certificates and etcd's auth on; the "
+        "certificates and passwords are made under <state dir>/tls/ "
+        "(docs/operations.md#etcd-over-tls)",
+    )
+    up.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],

@@ -92,7 +92,8 @@ def _prefix_end(prefix: bytes) -> bytes:
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
-def _context(files: TlsFiles) -> ssl.SSLContext:
+def client_context(files: TlsFiles) -> ssl.SSLContext:
+    """An SSL context that trusts the CA and presents the daemons' client certificate."""
     context = ssl.create_default_context(cafile=str(files.ca.cert))
     context.load_cert_chain(str(files.client.cert), str(files.client.key))
     return context
@@ -115,7 +116,7 @@ def _password(path: Path) -> str:
 
 def enable_auth(endpoint: str, files: TlsFiles, prefix: str) -> None:
     """Create root and the `lockwarden` user with its role on `prefix`, then enable auth."""
-    context = _context(files)
+    context = client_context(files)
     key = prefix.encode()
     calls: list[tuple[str, dict[str, Any]]] = [
         ("/v3/auth/role/add", {"name": "root"}),
