@@ -45,6 +45,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "drain_plan": ([], 120),
     "ha": ([], 300),
     "ha_luxid": ([], 300),
+    "etcd_tls": ([], 300),
     "why_job": ([], 180),
     "events": ([], 240),
 }
@@ -266,6 +267,24 @@ def ha_lock_cycles(j: Json) -> tuple[str, bool]:
     return shown, etcd["8_clients"] >= 300
 
 
+def tls_lock_cycles(j: Json) -> tuple[str, bool]:
+    # Beside the same run's plain etcd: what TLS, client certificates and etcd's auth cost.
+    tls, plain = (j[k]["lock_cycles_per_s"] for k in ("tls_client_cert_and_auth", "plain"))
+    shown = (
+        f"{tls['8_clients']}/s with 8 clients (plain etcd in the same run {plain['8_clients']}/s)"
+    )
+    return shown, tls["8_clients"] >= 300
+
+
+def tls_submits(j: Json) -> tuple[str, bool]:
+    tls, plain = (j[k]["submit_job_per_s"] for k in ("tls_client_cert_and_auth", "plain"))
+    shown = (
+        f"{tls['pipelined_64_per_s']}/s with 64 in flight (plain etcd in the same run"
+        f" {plain['pipelined_64_per_s']}/s)"
+    )
+    return shown, tls["pipelined_64_per_s"] >= 300
+
+
 def ha_submits(j: Json) -> tuple[str, bool]:
     etcd = j["etcd"]
     shown = (
@@ -308,6 +327,9 @@ ROWS = [
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
+    Row("lock cycles/s on etcd, TLS + client cert + auth", "etcd_tls", tls_lock_cycles,
+        "≥ 300/s"),
+    Row("submit_job/s on etcd, TLS + client cert + auth", "etcd_tls", tls_submits, "≥ 300/s"),
 ]  # fmt: skip
 
 
