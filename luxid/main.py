@@ -9,6 +9,7 @@ from pathlib import Path
 
 from client import paths
 from client._server import sdnotify
+from client._server.etcd.errors import AccessRefused
 from client._server.roles import Role, SingleNode
 from client._server.runner import (
     StartupError,
@@ -87,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.store, args.node, args.lease_ttl, server, make_term,
                 stop_timeout=STOP_STEP_TIMEOUT,
             )  # fmt: skip
-            await ha.client.check_access(args.store.prefix)  # before the socket opens
+            try:  # before the socket opens: a refusal ends luxid with its message
+                await ha.client.check_access(args.store.prefix)
+            except AccessRefused:
+                await ha.client.close()
+                raise
             ha.start()
             stop: Callable[[], Awaitable[None]] = ha.close
         else:
