@@ -22,15 +22,15 @@ from client import __version__, paths
 from client._server import sdnotify
 from client._server.etcd.errors import AccessRefused
 from client._server.etcd.leader import DEFAULT_TTL
-from client._server.etcd.security import (
-    SecurityError,
-    add_security_options,
-    security_from_args,
-)
 from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.roles import default_node_name
 from client._server.server import RpcServer, install_eager_tasks
 from client.argparser import StrictParser
+from client.etcd_security import (
+    SecurityError,
+    add_security_options,
+    security_from_args,
+)
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)

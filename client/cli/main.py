@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client import __version__
-from client._server.etcd.security import SecurityError, add_security_options, security_from_args
 from client.argparser import StrictParser
 from client.cli.admin_parsers import (
     budget_commands,
@@ -39,6 +38,7 @@ from client.cli.argtypes import (
     start_time,
     yes_no,
 )
+from client.etcd_security import SecurityError, add_security_options, security_from_args
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
 
 _EPILOG = """\

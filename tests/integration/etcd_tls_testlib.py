@@ -18,9 +18,9 @@ from pathlib import Path
 
 from etcd_testlib import EtcdCluster
 
-from client._server.etcd.security import EtcdSecurity
 from client.cli.up_tls import USER, TlsFiles, enable_auth, make_files, member_flags
 from client.etcd_certs import CertPair, make_ca, make_cert, write_secret
+from client.etcd_security import EtcdSecurity
 
 PREFIX = "/lwtls"
 

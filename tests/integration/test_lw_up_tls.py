@@ -25,7 +25,7 @@ from etcd_testlib import require_etcd
 from client import LuxiClient, WConfdClient, errors
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import AccessRefused, EtcdRequestError
-from client._server.etcd.security import EtcdSecurity
+from client.etcd_security import EtcdSecurity
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

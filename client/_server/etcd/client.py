@@ -40,8 +40,8 @@ from client._server.etcd.errors import (
     LeaseNotFound,
     OutcomeUnknown,
 )
-from client._server.etcd.security import EtcdSecurity
 from client._server.etcd.wire import Key
+from client.etcd_security import EtcdSecurity
 
 T = TypeVar("T")
 

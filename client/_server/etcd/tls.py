@@ -13,7 +13,7 @@ import ssl
 from urllib.parse import urlsplit
 
 from client._server.etcd.errors import AccessRefused
-from client._server.etcd.security import EtcdSecurity
+from client.etcd_security import EtcdSecurity
 
 # etcd's JSON gateway answers a client certificate with a CommonName so (HTTP 400).
 CN_REFUSAL = "CommonName of client sending a request against gateway"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from client._server.etcd.security import EtcdSecurity, SecurityError
+from client.etcd_security import EtcdSecurity, SecurityError
 
 DEFAULT_PREFIX = "/lockwarden"
 SCHEME = "etcd://"

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 from client._server.etcd import tls
 from client._server.etcd.auth import expired
-from client._server.etcd.security import (
+from client._server.etcd.url import parse_store_url, secure_store
+from client._server.etcd.wire import GatewayError
+from client.argparser import StrictParser
+from client.etcd_security import (
     EtcdSecurity,
     SecurityError,
     add_security_options,
     security_from_args,
 )
-from client._server.etcd.url import parse_store_url, secure_store
-from client._server.etcd.wire import GatewayError
-from client.argparser import StrictParser
 
 
 def test_etcds_requires_a_ca_and_turns_endpoints_to_https(tmp_path: Path) -> None:
