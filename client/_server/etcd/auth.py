@@ -70,7 +70,7 @@ class TokenAuth:
         self.password_file = password_file
         self.token: str | None = None  # None: not authenticated yet; "": auth is off
         self.renewals = 0  # how many tokens this client has obtained
-        self._lock = asyncio.Lock()
+        self._pending: asyncio.Future[None] | None = None  # the authentication under way
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": self.token} if self.token else {}
@@ -84,32 +84,43 @@ class TokenAuth:
     async def renew(self, post: Post, endpoint: str, seen: int) -> None:
         """Get a new token from `endpoint`, unless one newer than renewal `seen` exists.
 
-        AccessRefused when etcd refuses the user or password; EtcdUnavailable when the
-        member cannot authenticate now (the caller tries another)."""
-        async with self._lock:
-            if self.renewals != seen and self.token is not None:
-                return
-            body = AuthenticateRequest(self.user, _read_password(self.password_file))
-            status, raw = await post(endpoint, "/v3/auth/authenticate", msgspec.json.encode(body))
-            del body
-            if status == 200:
-                self.token = wire.decode(raw, AuthenticateResponse).token
-                self.renewals += 1
-                log.debug("etcd user %r authenticated at %s (token %d)", self.user,
-                          where(endpoint), self.renewals)  # fmt: skip
-                return
-            error = wire.gateway_error(raw, status)
-            if _NOT_ENABLED in error.message:
-                log.warning(
-                    "etcd at %s has authentication off: --etcd-user %r is not used",
-                    where(endpoint), self.user,
-                )  # fmt: skip
-                self.token = ""
-                return
-            if _BAD_PASSWORD in error.message or error.code == 3:
-                raise AccessRefused(
-                    f"etcd at {where(endpoint)}: authentication failed for user {self.user}"
-                )
-            raise EtcdUnavailable(
-                f"etcd at {where(endpoint)} cannot authenticate now: {error.message}"
+        One authentication at a time, shared by every caller, and shielded from their
+        time limits: a call whose budget runs out while etcd checks the password (bcrypt,
+        a raft round) leaves it to finish, and the next attempt finds the new token
+        instead of starting over. AccessRefused when etcd refuses the user or password;
+        EtcdUnavailable when the member cannot authenticate now (the caller tries another)."""
+        if self.renewals != seen and self.token is not None:
+            return
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._authenticate(post, endpoint))
+            self._pending.add_done_callback(self._settled)
+        await asyncio.shield(self._pending)
+
+    def _settled(self, task: asyncio.Future[None]) -> None:
+        self._pending = None
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller that gave up never hears of it
+
+    async def _authenticate(self, post: Post, endpoint: str) -> None:
+        body = AuthenticateRequest(self.user, _read_password(self.password_file))
+        status, raw = await post(endpoint, "/v3/auth/authenticate", msgspec.json.encode(body))
+        del body
+        if status == 200:
+            self.token = wire.decode(raw, AuthenticateResponse).token
+            self.renewals += 1
+            log.debug("etcd user %r authenticated at %s (token %d)", self.user,
+                      where(endpoint), self.renewals)  # fmt: skip
+            return
+        error = wire.gateway_error(raw, status)
+        if _NOT_ENABLED in error.message:
+            log.warning(
+                "etcd at %s has authentication off: --etcd-user %r is not used",
+                where(endpoint), self.user,
+            )  # fmt: skip
+            self.token = ""
+            return
+        if _BAD_PASSWORD in error.message or error.code == 3:
+            raise AccessRefused(
+                f"etcd at {where(endpoint)}: authentication failed for user {self.user}"
             )
+        raise EtcdUnavailable(f"etcd at {where(endpoint)} cannot authenticate now: {error.message}")

@@ -5,6 +5,7 @@ token, and which handshake failures are refusals."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client._server.etcd import tls
-from client._server.etcd.auth import expired
+from client._server.etcd.auth import TokenAuth, expired
 from client._server.etcd.url import parse_store_url, secure_store
 from client._server.etcd.wire import GatewayError
 from client.argparser import StrictParser
@@ -146,3 +147,31 @@ def test_the_parser_class_is_strict_everywhere() -> None:
 
     assert isinstance(new_parser("x", "y"), StrictParser)
     assert isinstance(build_parser(["cluster"]), StrictParser)
+
+
+def test_one_authentication_serves_every_caller_and_outlives_a_caller_that_gives_up(
+    tmp_path: Path,
+) -> None:
+    password = tmp_path / "password"
+    password.write_text("pw\n")
+    bodies: list[bytes] = []
+
+    async def post(endpoint: str, path: str, payload: bytes) -> tuple[int, bytes]:
+        bodies.append(payload)
+        await asyncio.sleep(0.2)  # etcd checking the password
+        return 200, b'{"token": "t%d"}' % len(bodies)
+
+    async def scenario() -> None:
+        auth = TokenAuth("lockwarden", str(password))
+        with pytest.raises(TimeoutError):  # a call whose budget ends meanwhile
+            async with asyncio.timeout(0.05):
+                await auth.ensure(post, "https://h:1")
+        await asyncio.gather(*(auth.ensure(post, "https://h:1") for _ in range(5)))
+        assert (auth.token, auth.renewals, len(bodies)) == ("t1", 1, 1)
+        # Two callers meet the expiry of token 1: one new token for both.
+        await asyncio.gather(auth.renew(post, "https://h:1", 1), auth.renew(post, "https://h:1", 1))
+        assert (auth.token, auth.renewals, len(bodies)) == ("t2", 2, 2)
+        assert auth.headers() == {"Authorization": "t2"}
+        assert b'"password":"pw"' in bodies[0]
+
+    asyncio.run(scenario())
