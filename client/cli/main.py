@@ -38,6 +38,7 @@ from client.cli.argtypes import (
     start_time,
     yes_no,
 )
+from client.cli.global_options import dir_options, first_word
 from client.etcd_security import SecurityError, add_security_options, security_from_args
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
 
@@ -46,25 +47,6 @@ exit codes: 0 done, 1 the operation or job failed (or was rejected), 2 usage err
 3 a daemon could not be reached.
 
 Start a development stack with `lw up --demo`; see `lw COMMAND --help` for each command."""
-
-
-def _dir_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """--run-dir/--state-dir; below the top level they only override when given."""
-    default = None if top else argparse.SUPPRESS
-    parser.add_argument(
-        "--run-dir",
-        metavar="DIR",
-        default=default,
-        help="the daemons' socket directory (default: $LW_RUN_DIR, /run/lockwarden for root, "
-        "else $XDG_RUNTIME_DIR/lockwarden)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        default=default,
-        help="the state directory, for `lw up` and `lw rapi-user` (default: $LW_STATE_DIR, "
-        "/var/lib/lockwarden for root, else $XDG_STATE_HOME/lockwarden)",
-    )
 
 
 def _parent(fill: Any) -> argparse.ArgumentParser:
@@ -113,7 +95,7 @@ class _Builder:
     """Adds commands with the shared option groups and a lazily imported handler."""
 
     def __init__(self) -> None:
-        self.common = _parent(lambda p: _dir_options(p, top=False))
+        self.common = _parent(lambda p: dir_options(p, top=False))
         self.table = _parent(_table_options)
         self.job = _parent(_job_options)
 
@@ -157,33 +139,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
-    _dir_options(parser, top=True)
+    dir_options(parser, top=True)
     add_security_options(parser)
     b = _Builder()
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _stack_commands(b, top)
-    wanted = _group_named(argv) if argv is not None else None
+    wanted = first_word(argv, GROUPS) if argv is not None else None
     for name, (help, fill) in GROUPS.items():
         sub = b.group(top, name, help)
         if argv is None or wanted == name:
             fill(b, sub)
     return parser
-
-
-_VALUED_GLOBALS = frozenset(
-    ("--run-dir", "--state-dir", "--etcd-ca", "--etcd-cert", "--etcd-key", "--etcd-user")
-).union(("--etcd-password-file",))
-
-
-def _group_named(argv: Sequence[str]) -> str | None:
-    """The command group `argv` names (its first positional word), if it names one."""
-    args = iter(argv)
-    for arg in args:
-        if arg in _VALUED_GLOBALS:
-            next(args, None)
-        elif not arg.startswith("-"):
-            return arg if arg in GROUPS else None
-    return None
 
 
 def _stack_commands(b: _Builder, top: Any) -> None:

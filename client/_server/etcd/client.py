@@ -415,11 +415,13 @@ class EtcdClient:
                             continue
                         problems.append(f"{endpoint}: {error.message}")
                         break
+                    yielded = False
                     try:
                         async for answer in _watch_stream(response, endpoint):
+                            yielded = True
                             yield answer
-                    except TokenRefused:  # met at the stream's start, before any event
-                        if self.auth is None or attempt:
+                    except TokenRefused:  # met at the stream's start: nothing was handed on
+                        if self.auth is None or attempt or yielded:
                             raise
                         await self.auth.renew(self._send, endpoint, seen)
                         continue
