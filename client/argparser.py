@@ -3,9 +3,8 @@
 
 Abbreviated options are refused (`allow_abbrev=False`): a prefix such as `--etcd-password`
 would otherwise be taken for `--etcd-password-file`, and a value meant as a password read as
-a file name. An option that looks like a password given on the command line
-(`--…password…` other than a `-file` option) is a usage error that names the option and
-not its value: a password belongs in a file (docs/operations.md#etcd-over-tls).
+a file name. An unknown option named as a password (`--…password`, its start
+`--…pass`, `--…secret`) is a usage error that names the option and not its value: a password belongs in a file (docs/operations.md#etcd-over-tls).
 """
 
 from __future__ import annotations
@@ -16,7 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-_PASSWORD_OPTION = re.compile(r"--[\w-]*(pass|secret)[\w-]*")
+# An option named as a password (or its start: --etcd-pass), not one such as
+# --password-stdin or --etcd-password-file that names where a password comes from.
+_PASSWORD_OPTION = re.compile(r"--[\w-]*(pass(w(o(rd?)?)?)?|passwd|secret)")
 
 
 class StrictParser(argparse.ArgumentParser):
@@ -41,7 +42,7 @@ def _refuse_passwords(parser: argparse.ArgumentParser, args: Sequence[str]) -> N
             return
         name = arg.split("=", 1)[0]
         found = _PASSWORD_OPTION.fullmatch(name)
-        if found and not name.endswith("-file") and name not in parser._option_string_actions:
+        if found and name not in parser._option_string_actions:
             _usage_error(parser, name)
 
 

@@ -77,7 +77,7 @@ def test_the_option_rules(tmp_path: Path) -> None:
         ["--etcd-password", "hunter2"],
         ["--etcd-password=hunter2"],
         ["--etcd-pass", "hunter2"],
-        ["--etcd-password-fil", "hunter2"],  # an abbreviation is no option either
+        ["--etcd-secret", "hunter2"],
     ],
 )
 def test_a_password_option_is_a_usage_error_that_does_not_echo_it(
@@ -89,6 +89,15 @@ def test_a_password_option_is_a_usage_error_that_does_not_echo_it(
         parser.parse_args(argv)
     assert exited.value.code == 2
     assert "hunter2" not in capsys.readouterr().err
+
+
+def test_options_that_say_where_a_password_comes_from_are_options() -> None:
+    parser = StrictParser(prog="t")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("add").add_argument("--password-stdin", action="store_true")
+    assert parser.parse_args(["add", "--password-stdin"]).password_stdin
+    with pytest.raises(SystemExit):  # no abbreviation of a -file option either
+        _security(["--etcd-password-fil", "f"])
 
 
 def test_no_abbreviations_in_subcommands_either() -> None:
