@@ -3,9 +3,10 @@
 
 The options and their environment variables are declared once here and taken by
 `lw-wconfd`, `lw-luxid` and `lw` (as global options). `EtcdSecurity` is the plain data the
-etcd client is built from (`tls.ssl_context`, `auth.TokenAuth`); `security_from_args`
+etcd client (`client._server.etcd`) is built from; `security_from_args`
 applies the rules that hold before anything connects (a certificate needs its key and a CA,
-a user needs a password file) and `url.secure_store` joins it with `--store`.
+a user needs a password file) and the daemons join it with `--store`. It lives in the
+public package because `lw` takes the options too (public code never imports the toolkit).
 """
 
 from __future__ import annotations
