@@ -14,7 +14,9 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -30,6 +32,7 @@ from client.etcd_security import EtcdSecurity
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
+T = TypeVar("T")
 
 
 def _wait_for(text: str, out: Path, proc: subprocess.Popen[bytes], seconds: float) -> str:
@@ -70,22 +73,11 @@ def test_lw_up_ha_tls_runs_the_nodes_on_a_secured_etcd(tmp_path: Path) -> None:
         for daemon in daemons:
             assert "--etcd-user" in daemon.cmdline() and "lockwarden" in daemon.cmdline()
 
-        master = None
-        deadline = time.monotonic() + 30
-        while master is None:
-            assert time.monotonic() < deadline, "no wconfd became master"
-            with WConfdClient(run / "node1" / "wconfd.sock", name="probe") as wc:
-                master = wc.get_role().master
-            time.sleep(0.05)
+        with WConfdClient(run / "node1" / "wconfd.sock", name="probe") as wc:
+            master = _eventually(lambda: wc.get_role().master, 30, "a master")
         with LuxiClient(run / master / "luxid.sock") as lc:
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    assert lc.submit_job(ops=[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]) >= 1
-                    break
-                except errors.NotMaster:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+            _eventually(lambda: _serving(lc), 15, "the master's luxid serving")
+            assert lc.submit_job(ops=[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]) >= 1
         asyncio.run(_only_the_prefix_and_only_with_a_certificate(endpoints, tls))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -93,6 +85,23 @@ def test_lw_up_ha_tls_runs_the_nodes_on_a_secured_etcd(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _eventually(probe: Callable[[], T | None], seconds: float, what: str) -> T:
+    """`probe()`'s first answer that is not None (or False), polled for `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not (answer := probe()):
+        assert time.monotonic() < deadline, f"no {what} within {seconds} s"
+        time.sleep(0.05)
+    return answer
+
+
+def _serving(lc: LuxiClient) -> bool | None:
+    try:
+        lc.query_queue_info()
+    except errors.NotMaster:
+        return None
+    return True
 
 
 async def _only_the_prefix_and_only_with_a_certificate(endpoints: list[str], tls: Path) -> None:
