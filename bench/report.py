@@ -46,6 +46,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "ha": ([], 300),
     "ha_luxid": ([], 300),
     "ha_stalls": (["--leader-runs", "6", "--luxid-runs", "1"], 240),
+    "etcd_tls": ([], 300),
     "why_job": ([], 180),
     "events": ([], 240),
     "big_frame": ([], 180),
@@ -290,6 +291,24 @@ def ha_lock_cycles(j: Json) -> tuple[str, bool]:
     return shown, etcd["8_clients"] >= 300
 
 
+def tls_lock_cycles(j: Json) -> tuple[str, bool]:
+    # Beside the same run's plain etcd: what TLS, client certificates and etcd's auth cost.
+    tls, plain = (j[k]["lock_cycles_per_s"] for k in ("tls_client_cert_and_auth", "plain"))
+    shown = (
+        f"{tls['8_clients']}/s with 8 clients (plain etcd in the same run {plain['8_clients']}/s)"
+    )
+    return shown, tls["8_clients"] >= 300
+
+
+def tls_submits(j: Json) -> tuple[str, bool]:
+    tls, plain = (j[k]["submit_job_per_s"] for k in ("tls_client_cert_and_auth", "plain"))
+    shown = (
+        f"{tls['pipelined_64_per_s']}/s with 64 in flight (plain etcd in the same run"
+        f" {plain['pipelined_64_per_s']}/s)"
+    )
+    return shown, tls["pipelined_64_per_s"] >= 300
+
+
 def ha_submits(j: Json) -> tuple[str, bool]:
     etcd = j["etcd"]
     shown = (
@@ -346,6 +365,9 @@ ROWS = [
         "≥ 5 of 6 runs"),
     Row("master's luxid stalled 15 s: submissions elsewhere", "ha_stalls", stall_luxid,
         "≤ 8 s, nothing lost"),
+    Row("lock cycles/s on etcd, TLS + client cert + auth", "etcd_tls", tls_lock_cycles,
+        "≥ 300/s"),
+    Row("submit_job/s on etcd, TLS + client cert + auth", "etcd_tls", tls_submits, "≥ 300/s"),
 ]  # fmt: skip
 
 

@@ -7,16 +7,16 @@ This module is only the command line: the runner and the zygote do not import it
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from client import paths
+from client.argparser import StrictParser
 from jobproc.runner import run_job, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments and run a job or the zygote."""
-    parser = argparse.ArgumentParser(prog="python -m jobproc", description=__doc__)
+    parser = StrictParser(prog="python -m jobproc", description=__doc__)
     parser.add_argument("job_id", nargs="?", type=int, help="the job to run")
     parser.add_argument("--zygote", action="store_true", help="serve luxid as a zygote")
     parser.add_argument("--run-dir", type=Path, default=None, help="default: $LW_RUN_DIR")

@@ -86,7 +86,7 @@ class HaLuxid:
         self.make_term = make_term
         self.stop_timeout = stop_timeout
         self.kill_after = kill_after
-        self.client = EtcdClient(url.endpoints)
+        self.client = EtcdClient(url.endpoints, security=url.security)
         self.follower = LeaderFollower(
             self.client, prefix=url.prefix, ttl=ttl, on_change=self._changed
         )

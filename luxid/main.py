@@ -9,8 +9,15 @@ from pathlib import Path
 
 from client import paths
 from client._server import sdnotify
+from client._server.etcd.errors import AccessRefused
 from client._server.roles import Role, SingleNode
-from client._server.runner import StartupError, daemon_parser, run_daemon, serve_until_stopped
+from client._server.runner import (
+    StartupError,
+    daemon_parser,
+    parse_daemon_args,
+    run_daemon,
+    serve_until_stopped,
+)
 from client._server.server import RpcServer
 from client.errors import StorageError
 from client.paths import LUXID_SOCKET
@@ -53,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a queue drain's deadline cancels the jobs accepted before it; those still "
         f"running this long after it are killed (default {DRAIN_KILL_GRACE:g})",
     )
-    args = parser.parse_args(argv)
+    args = parse_daemon_args(parser, argv)
     if not args.drain_kill_after >= 0:
         parser.error("--drain-kill-after must be >= 0 seconds")
     run_dir = paths.run_dir(args.run_dir)
@@ -81,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.store, args.node, args.lease_ttl, server, make_term,
                 wconfd_socket=paths.wconfd_socket(run_dir), stop_timeout=STOP_STEP_TIMEOUT,
             )  # fmt: skip
+            try:  # before the socket opens: a refusal ends luxid with its message
+                await ha.client.check_access(args.store.prefix)
+            except AccessRefused:
+                await ha.client.close()
+                raise
             ha.start()
             stop: Callable[[], Awaitable[None]] = ha.close
         else:

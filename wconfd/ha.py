@@ -102,7 +102,7 @@ class HaShell:
     ) -> None:
         self.url = url
         self.node = node
-        self.client = EtcdClient(url.endpoints)
+        self.client = EtcdClient(url.endpoints, security=url.security)
         self.luxid = None if luxid_socket is None else LuxidWatch(luxid_socket, self._luxid_hung)
         self.election = LeaderElection(
             self.client,
@@ -142,7 +142,9 @@ class HaShell:
 
     async def start(self, settle: float) -> None:
         """Campaign (and keep this node's presence); wait up to `settle` seconds until the
-        first outcome is known (serving, or another master seen) before the socket opens."""
+        first outcome is known (serving, or another master seen) before the socket opens.
+        AccessRefused first when etcd refuses our certificate or user."""
+        await self.client.check_access(self.url.prefix)
         await self._resume()
         if self.luxid is not None:
             self.luxid.start()

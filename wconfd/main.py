@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from client._server.roles import SingleNode
-from client._server.runner import daemon_parser, run_daemon, serve_until_stopped
+from client._server.runner import daemon_parser, parse_daemon_args, run_daemon, serve_until_stopped
 from client._server.server import RpcServer
 from client.paths import LUXID_SOCKET, WCONFD_SOCKET
 from wconfd.ha import HaShell
@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = daemon_parser(
         "lw-wconfd", "Lockwarden's configuration and lock daemon (JSON-RPC on a Unix socket)."
     )
-    args = parser.parse_args(argv)
+    args = parse_daemon_args(parser, argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
         shell = None

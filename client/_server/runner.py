@@ -20,10 +20,17 @@ from typing import IO
 
 from client import __version__, paths
 from client._server import sdnotify
+from client._server.etcd.errors import AccessRefused
 from client._server.etcd.leader import DEFAULT_TTL
-from client._server.etcd.url import EtcdStoreUrl, parse_store_url
+from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.roles import default_node_name
 from client._server.server import RpcServer, install_eager_tasks
+from client.argparser import StrictParser
+from client.etcd_security import (
+    SecurityError,
+    add_security_options,
+    security_from_args,
+)
 from client.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -45,7 +52,7 @@ class StartupError(Exception):
 
 def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """A daemon's argument parser, with the option every daemon has: `--version`."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = StrictParser(prog=prog, description=description)
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
@@ -134,9 +141,10 @@ def add_role_options(parser: argparse.ArgumentParser) -> None:
         "--store",
         type=_store_url,
         default=env_store,  # argparse passes a string default through `type`
-        metavar="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+        metavar="etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX]",
         help="keep the durable state in this etcd cluster and fail over between nodes "
-        "(default: $LW_STORE, else local files in --state-dir)",
+        "(default: $LW_STORE, else local files in --state-dir); etcds:// requires TLS "
+        "(--etcd-ca)",
     )
     parser.add_argument(
         "--node",
@@ -151,6 +159,24 @@ def add_role_options(parser: argparse.ArgumentParser) -> None:
         help="the master's etcd lease: a dead master is replaced within about this long "
         f"(default {DEFAULT_TTL:g})",
     )
+    add_security_options(parser)
+
+
+def parse_daemon_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """Parse a daemon's options and attach the etcd security options to `--store`; options
+    that contradict each other (`etcds://` without `--etcd-ca`, …) end the process with
+    exit 1 and a message saying what to give (docs/operations.md#etcd-over-tls)."""
+    args = parser.parse_args(argv)
+    try:
+        security = security_from_args(args)
+        if args.store is not None:
+            args.store = secure_store(args.store, security)
+    except SecurityError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    return args
 
 
 def add_log_level(parser: argparse.ArgumentParser, extra: str = "") -> None:
@@ -282,6 +308,9 @@ def run_daemon(
         asyncio.run(_daemon_main(serve(socket_path, state)))
     except StartupError as exc:
         log.critical("%s cannot run: %s", name, exc)
+        return 1
+    except AccessRefused as exc:  # etcd refused our certificate or user: say what to fix
+        log.critical("%s cannot run: %s", name, exc.message)
         return 1
     except Exception:
         log.critical("%s failed", name, exc_info=True)

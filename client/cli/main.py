@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client import __version__
+from client.argparser import StrictParser
 from client.cli.admin_parsers import (
     budget_commands,
     cluster_commands,
@@ -37,6 +38,8 @@ from client.cli.argtypes import (
     start_time,
     yes_no,
 )
+from client.cli.global_options import dir_options, first_word
+from client.etcd_security import SecurityError, add_security_options, security_from_args
 from client.vocabulary import DEFAULT_PRIORITY, PRIORITY_HINT
 
 _EPILOG = """\
@@ -44,25 +47,6 @@ exit codes: 0 done, 1 the operation or job failed (or was rejected), 2 usage err
 3 a daemon could not be reached.
 
 Start a development stack with `lw up --demo`; see `lw COMMAND --help` for each command."""
-
-
-def _dir_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """--run-dir/--state-dir; below the top level they only override when given."""
-    default = None if top else argparse.SUPPRESS
-    parser.add_argument(
-        "--run-dir",
-        metavar="DIR",
-        default=default,
-        help="the daemons' socket directory (default: $LW_RUN_DIR, /run/lockwarden for root, "
-        "else $XDG_RUNTIME_DIR/lockwarden)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        default=default,
-        help="the state directory, for `lw up` and `lw rapi-user` (default: $LW_STATE_DIR, "
-        "/var/lib/lockwarden for root, else $XDG_STATE_HOME/lockwarden)",
-    )
 
 
 def _parent(fill: Any) -> argparse.ArgumentParser:
@@ -111,7 +95,7 @@ class _Builder:
     """Adds commands with the shared option groups and a lazily imported handler."""
 
     def __init__(self) -> None:
-        self.common = _parent(lambda p: _dir_options(p, top=False))
+        self.common = _parent(lambda p: dir_options(p, top=False))
         self.table = _parent(_table_options)
         self.job = _parent(_job_options)
 
@@ -146,7 +130,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     are listed but left empty, since building them all costs more than the rest of `lw`'s
     own start-up.  Without `argv` the whole tree is built.
     """
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="lw",
         description="Lockwarden's command line: the cluster, its job queue, filters and locks.",
         epilog=_EPILOG,
@@ -155,27 +139,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
-    _dir_options(parser, top=True)
+    dir_options(parser, top=True)
+    add_security_options(parser)
     b = _Builder()
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _stack_commands(b, top)
-    wanted = _group_named(argv) if argv is not None else None
+    wanted = first_word(argv, GROUPS) if argv is not None else None
     for name, (help, fill) in GROUPS.items():
         sub = b.group(top, name, help)
         if argv is None or wanted == name:
             fill(b, sub)
     return parser
-
-
-def _group_named(argv: Sequence[str]) -> str | None:
-    """The command group `argv` names (its first positional word), if it names one."""
-    args = iter(argv)
-    for arg in args:
-        if arg in ("--run-dir", "--state-dir"):
-            next(args, None)
-        elif not arg.startswith("-"):
-            return arg if arg in GROUPS else None
-    return None
 
 
 def _stack_commands(b: _Builder, top: Any) -> None:
@@ -208,6 +182,13 @@ def _stack_commands(b: _Builder, top: Any) -> None:
         metavar="N",
         help="start a local three-member etcd and N control-plane nodes node1..N on it "
         "(no RAPI; see docs/operations.md)",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="with --ha: etcd over TLS with client certificates and etcd's auth on; the "
+        "certificates and passwords are made under <state dir>/tls/ "
+        "(docs/operations.md#etcd-over-tls)",
     )
     up.add_argument(
         "--log-level",
@@ -485,6 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     args = build_parser(argv).parse_args(argv)
+    try:  # for the commands that reach an etcd store themselves
+        args.etcd_security = security_from_args(args)
+    except SecurityError as exc:
+        print(f"lw: {exc}", file=sys.stderr)
+        return 1
     module, _, func = str(args.handler).partition(":")
     handler = getattr(importlib.import_module(f"client.cli.{module}"), func)
     from client.cli.context import run

@@ -136,6 +136,8 @@ def _demo(ctx: Context) -> None:
 
 def up(ctx: Context, args: argparse.Namespace) -> int:
     """lw up [--demo] [--ha N]"""
+    if args.tls and not args.ha:
+        raise UsageError("--tls goes with --ha N (it secures the local etcd members)")
     if args.ha:
         args.no_rapi = True  # one RAPI per node is not part of trying failover
     if not args.no_rapi and not 0 < args.rapi_port < 65536:

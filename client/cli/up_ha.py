@@ -9,6 +9,10 @@ nodes `node1`…`nodeN`, each a wconfd and a luxid on their own run and state di
 becomes master, the others stand by and answer NotMaster. `lw --run-dir <run>/nodeI …`
 talks to node I; kill a node's daemons to watch another take over.
 
+With `--tls` (client.cli.up_tls) the members serve their clients over TLS, want a client
+certificate, and have etcd's auth on once they are healthy; the daemons get the `--etcd-*`
+options of the files made under `<state>/tls/`.
+
 The children are `client.cli.children.Child`ren, started, watched and stopped by `lw up`.
 """
 
@@ -18,6 +22,7 @@ import argparse
 import contextlib
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -25,6 +30,7 @@ from pathlib import Path
 
 from client.cli.children import Child, daemon_argv
 from client.cli.context import Context, Failed
+from client.cli.up_tls import client_context, enable_auth, make_files, member_flags
 from client.etcd_binary import find_etcd, known_faults, release_of
 
 MEMBERS = 3
@@ -53,10 +59,10 @@ def _free_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
-def _etcd_healthy(url: str) -> Probe:
+def _etcd_healthy(url: str, context: ssl.SSLContext | None) -> Probe:
     def healthy() -> bool:
         try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as answer:
+            with urllib.request.urlopen(url + "/health", timeout=1, context=context) as answer:
                 return bool(json.loads(answer.read()).get("health") == "true")
         except (OSError, ValueError, urllib.error.URLError):
             return False
@@ -92,31 +98,59 @@ def ha_stack(ctx: Context, args: argparse.Namespace) -> list[list[tuple[Child, P
         )
     ports = _free_ports(2 * MEMBERS)
     names = [f"etcd{k}" for k in range(1, MEMBERS + 1)]
-    clients = [f"http://127.0.0.1:{p}" for p in ports[:MEMBERS]]
+    files = make_files(ctx.state_dir / "tls", names) if args.tls else None
+    context = client_context(files) if files is not None else None
+    if files is not None:
+        for what, path in files.paths():
+            ctx.out(f"lw up: {what}: {path}")
+    scheme = "https" if files is not None else "http"
+    clients = [f"{scheme}://127.0.0.1:{p}" for p in ports[:MEMBERS]]
     peers = [f"http://127.0.0.1:{p}" for p in ports[MEMBERS:]]
     initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
     members: list[tuple[Child, Probe]] = []
-    for name, client_url, peer_url in zip(names, clients, peers, strict=True):
+    for index, (name, client_url, peer_url) in enumerate(zip(names, clients, peers, strict=True)):
         argv = [
             binary, "--name", name, "--data-dir", str(ctx.state_dir / "etcd" / name),
             "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
             "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
             "--initial-cluster", initial, "--initial-cluster-state", "new",
             "--initial-cluster-token", "lw-up-ha", "--log-level", "warn",
+            *(member_flags(files, index) if files is not None else ()),
         ]  # fmt: skip
-        members.append((Child(name, argv, client_url), _etcd_healthy(client_url)))
+        members.append((Child(name, argv, client_url), _etcd_healthy(client_url, context)))
+    if files is not None:  # auth on once a quorum serves, before any daemon starts
+        child, probe = members[-1]
+        members[-1] = (child, _then(probe, lambda: enable_auth(clients[0], files, HA_PREFIX)))
     groups = [members]
-    hosts = ",".join(url.removeprefix("http://") for url in clients)
-    store = f"etcd://{hosts}{HA_PREFIX}"
+    hosts = ",".join(url.split("://", 1)[1] for url in clients)
+    store = f"{'etcds' if files is not None else 'etcd'}://{hosts}{HA_PREFIX}"
+    secure = files.daemon_options() if files is not None else []
     for i in range(1, args.ha + 1):
         node = f"node{i}"
         run, state = ctx.run_dir / node, ctx.state_dir / node
         common = [
             "--run-dir", str(run), "--state-dir", str(state), "--log-level", args.log_level,
-            "--store", store, "--node", node,
+            "--store", store, "--node", node, *secure,
         ]  # fmt: skip
         for daemon in ("wconfd", "luxid"):
             sock = run / f"{daemon}.sock"
             child = Child(f"{daemon}@{node}", [*daemon_argv(daemon), *common], str(sock))
             groups.append([(child, _socket_answers(sock))])
     return groups
+
+
+def _then(probe: Probe, action: Callable[[], None]) -> Probe:
+    """`probe`, which runs `action` once, the first time it succeeds after a failure (so
+    never for a member that answered before it was started: `lw up` refuses that)."""
+    state = {"failed": False, "done": False}
+
+    def ready() -> bool:
+        if not probe():
+            state["failed"] = True
+            return False
+        if state["failed"] and not state["done"]:
+            action()
+            state["done"] = True
+        return True
+
+    return ready

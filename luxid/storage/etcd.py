@@ -214,7 +214,7 @@ class EtcdJobStore:
         self.token = token
         self.on_lost = on_lost
         self._io = IoLoop(f"luxid-etcd-{node}")
-        self.client = EtcdClient(url.endpoints, timeout=timeout)
+        self.client = EtcdClient(url.endpoints, timeout=timeout, security=url.security)
         leader_key = f"{url.prefix.rstrip('/')}/leader".encode()
         self._writer = FencedWriter(self.client, leader_key, token, name="luxid")
         self._lock = threading.RLock()  # memory changes against reads on other threads

@@ -24,13 +24,14 @@ import os
 import queue
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,22 @@ class EtcdMember:
     """One etcd process of the cluster."""
 
     def __init__(
-        self, binary: str, name: str, client_port: int, peer_port: int, root: Path
+        self,
+        binary: str,
+        name: str,
+        client_port: int,
+        peer_port: int,
+        root: Path,
+        *,
+        extra: Sequence[str] = (),
+        context: ssl.SSLContext | None = None,
     ) -> None:
         self.binary = binary
         self.name = name
-        self.client_url = f"http://127.0.0.1:{client_port}"
+        self.extra = list(extra)  # more etcd options (TLS, auth tokens)
+        self.context = context  # with it, clients speak HTTPS with this context
+        scheme = "https" if context is not None else "http"
+        self.client_url = f"{scheme}://127.0.0.1:{client_port}"
         self.peer_url = f"http://127.0.0.1:{peer_port}"
         self.data_dir = root / name
         self.log_path = root / f"{name}.log"
@@ -98,6 +110,7 @@ class EtcdMember:
                 "--initial-cluster-state", "new",
                 "--initial-cluster-token", self.token,
                 "--log-level", "warn",
+                *self.extra,
             ],
             stdout=log,
             stderr=log,
@@ -126,7 +139,9 @@ class EtcdMember:
     def healthy(self) -> bool:
         """Whether the member says it is healthy (it has a leader and answers reads)."""
         try:
-            with urllib.request.urlopen(self.client_url + "/health", timeout=1) as r:
+            with urllib.request.urlopen(
+                self.client_url + "/health", timeout=1, context=self.context
+            ) as r:
                 return json.loads(r.read()).get("health") == "true"
         except (OSError, ValueError, urllib.error.URLError):
             return False
@@ -134,7 +149,7 @@ class EtcdMember:
     def status(self) -> dict[str, Any]:
         """The member's /v3/maintenance/status answer (its id, the leader's id, ...)."""
         request = urllib.request.Request(self.client_url + "/v3/maintenance/status", data=b"{}")
-        with urllib.request.urlopen(request, timeout=2) as r:
+        with urllib.request.urlopen(request, timeout=2, context=self.context) as r:
             answer: dict[str, Any] = json.loads(r.read())
             return answer
 
@@ -145,12 +160,26 @@ class EtcdMember:
 class EtcdCluster:
     """Three (or `size`) members on loopback under `root`."""
 
-    def __init__(self, root: Path, size: int = 3, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        size: int = 3,
+        binary: str | None = None,
+        *,
+        member_options: Callable[[int], Sequence[str]] = lambda i: (),
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        """`member_options(i)` adds etcd options for member i; `context` makes every
+        client link HTTPS (see etcd_tls_testlib)."""
         binary = binary or require_etcd()
         ports = free_ports(2 * size)
         self.members = [
-            EtcdMember(binary, f"m{i}", ports[2 * i], ports[2 * i + 1], root) for i in range(size)
-        ]
+            EtcdMember(
+                binary, f"m{i}", ports[2 * i], ports[2 * i + 1], root,
+                extra=member_options(i), context=context,
+            )
+            for i in range(size)
+        ]  # fmt: skip
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         token = f"lw-test-{os.getpid()}-{ports[0]}"
         for m in self.members:

@@ -17,5 +17,8 @@ Modules:
 - `leader`   — `LeaderElection`: the shell that campaigns, renews, resigns and watches.
 - `background` — the task-and-release skeleton the two lease holders below share.
 - `presence` — each node's key under `<prefix>/nodes/`, so any node can list them all.
-- `url`      — parsing of `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
+- `url`      — parsing of `etcd[s]://HOST:PORT[,HOST:PORT…][/PREFIX]`, joined with the
+  `--etcd-*` options (`client.etcd_security`, public: `lw` takes them too).
+- `tls`      — the client's SSL context; which failed handshakes are refusals.
+- `auth`     — etcd's users: the token, sent with every call and renewed when it expires.
 """

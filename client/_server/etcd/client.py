@@ -11,6 +11,11 @@ retried only where etcd cannot have applied it (the connection was never made, o
 member had no leader to propose to); when a write was sent and its answer lost, the call
 fails with `OutcomeUnknown` instead of running it twice. Every failure is a `StorageError`
 (see `errors`) whose message says what was wrong and what to check.
+
+Security (docs/operations.md#etcd-over-tls): with `security` the endpoints are https and
+verified against its CA (`tls`), a client certificate is presented when given, and etcd's
+own user authenticates and renews its token (`auth`). A refusal of who we are
+(`AccessRefused`) is raised at once, never retried on another member.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ from typing import Self, TypeVar
 import aiohttp
 import msgspec
 
-from client._server.etcd import wire
+from client._server.etcd import tls, wire
+from client._server.etcd.auth import TokenAuth, expired
 from client._server.etcd.errors import (
+    AccessRefused,
     EtcdError,
     EtcdRequestError,
     EtcdUnavailable,
@@ -34,6 +41,7 @@ from client._server.etcd.errors import (
     OutcomeUnknown,
 )
 from client._server.etcd.wire import Key
+from client.etcd_security import EtcdSecurity
 
 T = TypeVar("T")
 
@@ -65,6 +73,7 @@ class EtcdClient:
         timeout: float = DEFAULT_TIMEOUT,
         attempt_timeout: float = 1.0,
         connect_timeout: float = 0.5,
+        security: EtcdSecurity | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("EtcdClient needs at least one endpoint")
@@ -74,6 +83,13 @@ class EtcdClient:
         self.connect_timeout = connect_timeout
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
+        self.security = security or EtcdSecurity()
+        self._ssl = tls.ssl_context(self.security)
+        self.auth = (
+            TokenAuth(self.security.user, self.security.password_file)
+            if self.security.user is not None and self.security.password_file is not None
+            else None
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -91,9 +107,65 @@ class EtcdClient:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
-                connector=aiohttp.TCPConnector(limit=64, force_close=False),
+                connector=aiohttp.TCPConnector(
+                    limit=64, force_close=False, ssl=self._ssl if self._ssl else True
+                ),
             )
         return self._session
+
+    async def _send(
+        self, endpoint: str, path: str, payload: bytes, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """POST: (status, body); a refused handshake or certificate is AccessRefused."""
+        try:
+            async with self._http().post(
+                endpoint + path, data=payload, headers=headers
+            ) as response:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, OSError) as exc:
+            refused = tls.refusal(exc, endpoint, self.security)
+            if refused is not None:
+                raise refused from None
+            raise
+        if status == 400 and tls.CN_REFUSAL.encode() in raw:
+            raise tls.common_name_refused(endpoint)
+        return status, raw
+
+    async def _post(self, endpoint: str, path: str, payload: bytes) -> tuple[int, bytes]:
+        """POST with the user's token (authenticating first if needed); an expired token
+        is renewed once and the call repeated (etcd refused it before applying it)."""
+        if self.auth is None:
+            status, raw = await self._send(endpoint, path, payload)
+        else:
+            for attempt in range(2):
+                seen = await self.auth.ensure(self._send, endpoint)
+                status, raw = await self._send(endpoint, path, payload, self.auth.headers())
+                if status == 200 or attempt or not expired(status, wire.gateway_error(raw, status)):
+                    break
+                await self.auth.renew(self._send, endpoint, seen)
+        return status, raw
+
+    async def check_access(self, prefix: str) -> None:
+        """Raise AccessRefused when etcd refuses our certificate, user or key range: the
+        daemons call it before serving (docs/operations.md#etcd-over-tls). Members that
+        cannot be reached now are no refusal: the daemon starts and keeps trying."""
+        try:
+            await self.range(prefix.encode(), prefix=True, count_only=True)
+        except EtcdUnavailable:
+            return
+        except EtcdRequestError as exc:
+            if "permission denied" in exc.message:
+                who = self.security.user or "(no --etcd-user)"
+                raise AccessRefused(
+                    f"etcd: user {who} may not read the keys under {prefix} (grant it a role "
+                    "with readwrite on that prefix; see docs/operations.md#etcd-over-tls)"
+                ) from None
+            if "user name is empty" in exc.message:
+                raise AccessRefused(
+                    "etcd has authentication on: give --etcd-user NAME and "
+                    "--etcd-password-file FILE"
+                ) from None
+            raise
 
     def _members_in_turn(self) -> itertools.cycle[int]:
         """Member indexes starting with the last good one, round and round."""
@@ -124,12 +196,12 @@ class EtcdClient:
             endpoint = self.endpoints[index]
             limit = remaining if write else min(remaining, per_member)
             try:
-                async with (
-                    asyncio.timeout(limit),
-                    self._http().post(endpoint + path, data=payload) as response,
-                ):
-                    raw = await response.read()
-                    status = response.status
+                async with asyncio.timeout(limit):
+                    status, raw = await self._post(endpoint, path, payload)
+            except EtcdUnavailable as exc:  # could not authenticate there: nothing sent
+                problems.append(f"{endpoint}: {exc.message}")
+                await _pause(deadline)
+                continue
             except (aiohttp.ClientConnectorError, aiohttp.ServerTimeoutError) as exc:
                 # Never connected (only the connect phase has its own timeout): nothing sent.
                 problems.append(f"{endpoint}: cannot connect ({exc})")
@@ -157,7 +229,7 @@ class EtcdClient:
                     raise EtcdRequestError(
                         f"{what}: is it an etcd v3.4+ member with its JSON gateway?", 0
                     ) from exc
-            error = _gateway_error(raw, status)
+            error = wire.gateway_error(raw, status)
             if error.code in (_UNAVAILABLE, _DEADLINE_EXCEEDED):
                 self._current = (index + 1) % len(self.endpoints)
                 if write and not error.message.startswith(_NOT_PROPOSED):
@@ -325,18 +397,41 @@ class EtcdClient:
         problems: list[str] = []
         for index in range(len(self.endpoints)):
             endpoint = self.endpoints[(self._current + index) % len(self.endpoints)]
-            try:
-                response = await self._http().post(endpoint + "/v3/watch", data=payload)
-            except (aiohttp.ClientError, OSError) as exc:
-                problems.append(f"{endpoint}: {exc!r}")
-                continue
-            async with response:
-                if response.status != 200:
-                    error = _gateway_error(await response.read(), response.status)
-                    problems.append(f"{endpoint}: {error.message}")
-                    continue
-                async for answer in _watch_stream(response, endpoint):
-                    yield answer
+            for attempt in range(2 if self.auth is not None else 1):
+                try:
+                    seen = await self.auth.ensure(self._send, endpoint) if self.auth else 0
+                    headers = self.auth.headers() if self.auth else None
+                    response = await self._http().post(
+                        endpoint + "/v3/watch", data=payload, headers=headers
+                    )
+                except (aiohttp.ClientError, OSError, EtcdUnavailable) as exc:
+                    refused = tls.refusal(exc, endpoint, self.security)
+                    if refused is not None:
+                        raise refused from None
+                    problems.append(f"{endpoint}: {exc!r}")
+                    break
+                async with response:
+                    if response.status != 200:
+                        error = wire.gateway_error(await response.read(), response.status)
+                        if (
+                            self.auth is not None
+                            and not attempt
+                            and expired(response.status, error)
+                        ):
+                            await self.auth.renew(self._send, endpoint, seen)
+                            continue
+                        problems.append(f"{endpoint}: {error.message}")
+                        break
+                    yielded = False
+                    try:
+                        async for answer in _watch_stream(response, endpoint):
+                            yielded = True
+                            yield answer
+                    except TokenRefused:  # met at the stream's start: nothing was handed on
+                        if self.auth is None or attempt or yielded:
+                            raise
+                        await self.auth.renew(self._send, endpoint, seen)
+                        continue
         raise EtcdUnavailable(
             f"etcd watch on {k!r} could not start ({'; '.join(problems)}); check the etcd members"
         )
@@ -368,10 +463,15 @@ async def _watch_stream(
                 continue
             message = wire.decode(line, wire.WatchMessage)
             if message.error is not None:
-                raise EtcdUnavailable(f"etcd watch on {endpoint} failed: {message.error.message}")
+                failure = TokenRefused if expired(0, message.error) else EtcdUnavailable
+                raise failure(f"etcd watch on {endpoint} failed: {message.error.message}")
             answer = message.result
-            if answer is None or (answer.created and not answer.events):
+            if answer is None or (answer.created and not answer.events and not answer.canceled):
                 continue
+            reason = answer.cancel_reason
+            if answer.canceled and ("permission denied" in reason or _expired_text(reason)):
+                # etcd cancels a watch whose token it no longer takes this way too
+                raise TokenRefused(f"etcd refused the watch on {endpoint}: {reason}")
             if answer.canceled:
                 raise EtcdRequestError(
                     f"etcd cancelled the watch on {endpoint}: {answer.cancel_reason or 'compacted'}"
@@ -385,17 +485,14 @@ async def _watch_stream(
     raise EtcdUnavailable(f"etcd watch stream from {endpoint} ended")
 
 
+def _expired_text(reason: str) -> bool:
+    return expired(0, wire.GatewayError(message=reason))
+
+
+class TokenRefused(EtcdUnavailable):
+    """A watch stream refused at its start for the token: renew it and watch again."""
+
+
 async def _pause(deadline: float) -> None:
     """A short breath before asking the next member, never past the call's deadline."""
     await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
-
-
-def _gateway_error(raw: bytes, status: int) -> wire.GatewayError:
-    """The error object of a non-200 answer (or one made up from the status)."""
-    try:
-        error = wire.decode(raw, wire.GatewayError)
-    except msgspec.DecodeError:
-        return wire.GatewayError(error=raw[:200].decode(errors="replace"), message=f"HTTP {status}")
-    if not error.message:
-        error.message = error.error or f"HTTP {status}"
-    return error

@@ -49,3 +49,10 @@ class CompareFailed(EtcdError):
 
 class ChangeTooLarge(EtcdError):
     """One change needs more operations or bytes than one etcd transaction may carry."""
+
+
+class AccessRefused(EtcdError):
+    """etcd refused who we are: a certificate that does not verify, a client certificate
+    missing or refused, a user or password it does not accept. Never retried (asking again
+    changes nothing); a daemon that meets it at start exits 1 with its message, which says
+    what to fix (docs/operations.md#etcd-over-tls)."""

@@ -253,6 +253,17 @@ class GatewayError(msgspec.Struct):
     message: str = ""
 
 
+def gateway_error(raw: bytes, status: int) -> GatewayError:
+    """The error object of a non-200 answer (or one made up from the status)."""
+    try:
+        error = decode(raw, GatewayError)
+    except msgspec.DecodeError:
+        return GatewayError(error=raw[:200].decode(errors="replace"), message=f"HTTP {status}")
+    if not error.message:
+        error.message = error.error or f"HTTP {status}"
+    return error
+
+
 class WatchMessage(msgspec.Struct):
     """One line of the watch stream: a `result`, or an `error` when the stream fails."""
 
