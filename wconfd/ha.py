@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.election import Term
@@ -67,6 +68,7 @@ class HaShell:
         sweep_interval: float = 5.0,
         *,
         event_retention: int | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self.url = url
         self.node = node
@@ -92,6 +94,7 @@ class HaShell:
             standby_store=self._store(),
             failover=self,
             event_retention=event_retention,
+            backup_dir=state_dir,
         )
 
     def _store(self) -> EtcdStore:

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shell = HaShell(
                 args.store, args.node, args.lease_ttl, args.sweep_interval,
-                event_retention=args.event_retention,
+                event_retention=args.event_retention, state_dir=state_dir,
             )  # fmt: skip
             service = shell.service
         server = RpcServer(

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.declare import Api, rpc
+from client.api.declare import Api, Check, rpc
 from client.api.numbers import Seconds
 from client.errors import InvalidParams
 
@@ -62,6 +62,35 @@ class EventBatch(msgspec.Struct, frozen=True):
     events: list[Event]
     last: int
     gap: bool
+
+
+BACKUPS: Final = "backups"
+"""The folder of a daemon's state directory its `backup` writes under."""
+
+
+def check_backup_dir(value: str) -> None:
+    """InvalidParams naming `dir` unless `value` is a plain relative path below the
+    daemon's backups folder: not empty, not absolute, no `..`, no NUL."""
+    parts = [part for part in value.split("/") if part not in ("", ".")]
+    problem = None
+    if "\0" in value:
+        problem = "holds a NUL character"
+    elif value.startswith("/"):
+        problem = "is an absolute path"
+    elif ".." in parts:
+        problem = "holds `..`"
+    elif not parts:
+        problem = "is empty"
+    if problem is not None:
+        raise InvalidParams(
+            f"backup: param `dir` {problem}: give a relative path, written below the "
+            f"daemon's state directory's {BACKUPS}/ folder",
+            {"param": "dir"},
+        )
+
+
+BackupDir = Annotated[str, Check(check_backup_dir)]
+"""A backup's folder below the daemon's `<state dir>/backups/`: relative, no `..`."""
 
 
 class CommonApi(Api):
