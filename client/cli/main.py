@@ -21,10 +21,12 @@ from typing import Any
 
 from client import __version__
 from client.cli.admin_parsers import (
+    backup_command,
     budget_commands,
     cluster_commands,
     events_command,
     lock_commands,
+    store_commands,
     user_commands,
 )
 from client.cli.argtypes import (
@@ -199,6 +201,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
     )
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     events_command(b, top)
+    backup_command(b, top)
     up.add_argument(
         "--ha",
         type=non_negative_int,
@@ -472,6 +475,10 @@ GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "cluster": (
         "the control-plane nodes: roles and failover (see docs/operations.md)",
         cluster_commands,
+    ),
+    "store": (
+        "move the control-plane state between stores (see docs/operations.md)",
+        store_commands,
     ),
     "debug": ("debugging aids", _debug_commands),
     "rapi-user": ("the RAPI users file (rapi_users in the state dir)", user_commands),
