@@ -196,8 +196,10 @@ def test_copy_local_to_etcd_and_back(
         "DST is not empty (--force replaces it)"
     )
     on_etcd = ("--store", etcd_store_url, "--node", "node1")
+    (tmp_path / "e").mkdir()
     wconfd = daemon_factory("wconfd", *on_etcd, root=tmp_path / "e").start()
     luxid = daemon_factory("luxid", *on_etcd, root=tmp_path / "e").start()
+    Stack.until(lambda: luxid._serves_as_master(), timeout=20)
     after = state_of(wconfd.socket, luxid.socket)
     assert after == before
     assert refused("store", "copy", "--from", src, "--to", etcd_store_url, "--force") == (
