@@ -14,7 +14,7 @@ import asyncio
 from pathlib import Path
 
 from client._server import backups
-from client.api.luxi import LuxidBackup
+from client.api.common import BackupPart
 from client.errors import StorageError
 from luxid.storage.base import JobStore
 from luxid.storage.dump import backup_sqlite, write_sqlite
@@ -23,19 +23,19 @@ from luxid.storage.sqlite import DB_FILENAME, SqliteJobStore
 
 
 class Backups:
-    """Implements LuxiApi.backup for one term's store into `<state_dir>/backups/`."""
+    """Implements `backup` (client.api.common) for one term's store into `<state_dir>/backups/`."""
 
     def __init__(self, state_dir: Path, store: JobStore) -> None:
         self.state_dir = state_dir
         self.store = store
 
-    async def backup(self, conn: object, dir: str) -> LuxidBackup:
+    async def backup(self, conn: object, dir: str) -> BackupPart:
         loop = asyncio.get_running_loop()
         try:
             folder, files, last = await loop.run_in_executor(None, self._write, dir)
         except OSError as exc:
             raise StorageError(f"cannot write the backup: {exc}") from None
-        return LuxidBackup(path=str(folder), files=files, last_job_id=last)
+        return BackupPart(path=str(folder), files=files, last_job_id=last)
 
     def _write(self, dir: str) -> tuple[Path, dict[str, str], int]:
         folder = backups.prepare(self.state_dir, dir)

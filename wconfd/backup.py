@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from client._server import backups
-from client.api.wconfd import WconfdBackup
+from client.api.common import BackupPart
 from client.errors import StorageError
 from wconfd.durable_state import DurableState
 from wconfd.storage.fileops import FileOps
@@ -33,14 +33,14 @@ def write_snapshot(folder: Path, state_json: bytes) -> None:
 
 
 class Backups:
-    """Implements WConfdApi.backup over the serving state (`state()`, read per call: a
+    """Implements `backup` (client.api.common) over the serving state (`state()`, read per call: a
     new term installs a new one) into `<state_dir>/backups/`."""
 
     def __init__(self, state_dir: Path, state: Callable[[], DurableState]) -> None:
         self.state_dir = state_dir
         self.state = state
 
-    async def backup(self, client: object, dir: str) -> WconfdBackup:
+    async def backup(self, client: object, dir: str) -> BackupPart:
         state = self.state()
         body = state.snapshot_json()  # one loop step: one serial
         serial = state.config.serial_no
@@ -49,7 +49,7 @@ class Backups:
             folder, files = await loop.run_in_executor(None, self._write, dir, body)
         except OSError as exc:
             raise StorageError(f"cannot write the backup: {exc}") from None
-        return WconfdBackup(path=str(folder), files=files, serial=serial)
+        return BackupPart(path=str(folder), files=files, serial=serial)
 
     def _write(self, dir: str, body: bytes) -> tuple[Path, dict[str, str]]:
         folder = backups.prepare(self.state_dir, dir)

@@ -11,7 +11,7 @@ from msgspec import Meta
 
 from client.api.declare import Api, Check, rpc
 from client.api.numbers import Seconds
-from client.errors import InvalidParams
+from client.errors import InvalidParams, StorageError
 
 Topic = Literal["job", "drain", "filter", "budget", "queue", "lock", "config", "role"]
 TOPICS: Final[tuple[str, ...]] = (
@@ -93,6 +93,18 @@ BackupDir = Annotated[str, Check(check_backup_dir)]
 """A backup's folder below the daemon's `<state dir>/backups/`: relative, no `..`."""
 
 
+class BackupPart(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What `backup` answers (docs/contracts.md#backups-and-store-copy): the folder the
+    daemon wrote (absolute), each file's SHA-256 by name, and where the part stands:
+    wconfd's configuration `serial`, luxid's `last_job_id` (the highest job id allocated
+    at its snapshot; the part holds every job up to it).  Each daemon answers its own."""
+
+    path: str
+    files: dict[str, str]
+    serial: int | None = None
+    last_job_id: int | None = None
+
+
 class CommonApi(Api):
     """The methods every Lockwarden socket answers, identified or not."""
 
@@ -133,3 +145,11 @@ class CommonApi(Api):
         index the daemon has.  `gap` is true when events after `after` are no longer
         kept.  `after` above the newest index is InvalidParams (start from 0, or from a
         `last` this daemon answered).  Event-driven, never polled."""
+
+    @rpc(InvalidParams, StorageError)
+    def backup(self, dir: BackupDir) -> BackupPart:
+        """Write this daemon's part of a backup, consistent on its own (wconfd: the
+        configuration with its serial and the reservations, at one serial; luxid: the
+        job store at one transaction), to `<state dir>/backups/<dir>/`, replacing what
+        was there; `lw backup` copies it from there.  `dir` is a relative path without
+        `..` (InvalidParams naming `dir` otherwise, and nothing is written)."""

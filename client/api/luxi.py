@@ -14,7 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from client.api import declare, numbers
-from client.api.common import BackupDir, CommonApi
+from client.api.common import CommonApi
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
 from client.api.opcodes import check_opcodes
@@ -313,16 +313,6 @@ class BudgetRow(msgspec.Struct, frozen=True, kw_only=True):
     events: list[list[float | str]]
 
 
-class LuxidBackup(msgspec.Struct, frozen=True):
-    """What luxid's `backup` answers (docs/contracts.md#backups-and-store-copy): the
-    folder it wrote (absolute), each file's SHA-256 by name, and the highest job id
-    allocated at the snapshot (the backup holds every job up to it)."""
-
-    path: str
-    files: dict[str, str]
-    last_job_id: int
-
-
 class LuxiApi(CommonApi):
     """The job queue, its filters, and the reports of job processes."""
 
@@ -497,12 +487,3 @@ class LuxiApi(CommonApi):
     ) -> DrainChange | str:
         """Return the drain's status and its events with serial > since_event as soon as
         there are any ("node/<name>" or "queue"); "nochange" at the timeout."""
-
-    # -- backups (docs/contracts.md#backups-and-store-copy) ---------------------------
-
-    @rpc(InvalidParams, StorageError)
-    def backup(self, dir: BackupDir) -> LuxidBackup:
-        """Write the job store as of one transaction (jobs, logs, ids, the drain flag) to
-        `<state dir>/backups/<dir>/` (what was there is replaced); `lw backup` copies it
-        from there.  `dir` is a relative path without `..` (InvalidParams naming `dir`
-        otherwise, and nothing is written)."""

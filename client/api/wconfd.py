@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.common import BackupDir, CommonApi, RoleInfo
+from client.api.common import CommonApi, RoleInfo
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
@@ -142,16 +142,6 @@ class UpdateResult(msgspec.Struct, frozen=True):
 
     serial_no: int
     mtime: float
-
-
-class WconfdBackup(msgspec.Struct, frozen=True):
-    """What wconfd's `backup` answers (docs/contracts.md#backups-and-store-copy): the
-    folder it wrote (absolute), each file's SHA-256 by name, and the configuration's
-    serial the backup holds."""
-
-    path: str
-    files: dict[str, str]
-    serial: int
 
 
 class WConfdApi(CommonApi):
@@ -331,12 +321,3 @@ class WConfdApi(CommonApi):
         """`lw cluster failover`: the master gives up its lease (a standby takes over) and
         waits up to `wait` s to see the new master; answers this node's role after.
         InvalidParams on local files, where no other node can take over."""
-
-    # -- backups (docs/contracts.md#backups-and-store-copy) ---------------------------
-
-    @rpc(InvalidParams, StorageError)
-    def backup(self, dir: BackupDir) -> WconfdBackup:
-        """Write the configuration (with its serial) and the reservations, as of one
-        serial, to `<state dir>/backups/<dir>/` (what was there is replaced); `lw backup`
-        copies it from there.  `dir` is a relative path without `..` (InvalidParams
-        naming `dir` otherwise, and nothing is written)."""

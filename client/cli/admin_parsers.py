@@ -143,8 +143,20 @@ def store_commands(b: Any, sub: Any) -> None:
         "it whole), or when the backup is damaged. See "
         "docs/operations.md#moving-to-three-machines.",
     )
-    copy.add_argument("--from", dest="source", required=True, metavar="SRC")
-    copy.add_argument("--to", dest="target", required=True, metavar="DST")
+    copy.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="SRC",
+        help="a stopped state directory, etcd://... store, or a backup directory",
+    )
+    copy.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="DST",
+        help="a state directory or etcd://... store no daemon serves",
+    )
     copy.add_argument(
         "--force", action="store_true", help="replace a DST that is not empty (never merges)"
     )

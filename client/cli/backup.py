@@ -62,8 +62,8 @@ def backup(ctx: Context, args: argparse.Namespace) -> int:
         manifest = Manifest(
             format=FORMAT,
             created=now,
-            wconfd=WconfdPart(serial=w.serial),
-            luxid=LuxidPart(last_job_id=x.last_job_id),
+            wconfd=WconfdPart(serial=w.serial or 0),
+            luxid=LuxidPart(last_job_id=x.last_job_id or 0),
             files=hash_tree(partial),
         )
         write_atomic(partial / MANIFEST, encode_manifest(manifest))
