@@ -10,7 +10,7 @@ through the etcd job store, fenced under the leader key the copy holds, so the n
 id continues above the copied ones.  (The audit log, once it exists, is one more table
 or file of the part.)
 
-`lw store copy` runs it (client.cli.store); the steps are those of
+`lw store copy` runs it (client.cli.backup); the steps are those of
 client._server.storetarget.run_tool.
 """
 

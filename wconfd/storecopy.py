@@ -12,7 +12,7 @@ not carried onto etcd: their holders are gone (a restart would release them), an
 reservations go there in the copy's name, so the first master releases them as those of
 another node.  (The audit log, once it exists, is one more file of the part.)
 
-`lw store copy` runs it (client.cli.store); the steps are those of
+`lw store copy` runs it (client.cli.backup); the steps are those of
 client._server.storetarget.run_tool.
 """
 
