@@ -91,27 +91,24 @@ def _fetch(source: Path, files: dict[str, str], target: Path) -> None:
 def store_copy(ctx: Context, args: argparse.Namespace) -> int:
     """lw store copy --from SRC --to DST [--force]."""
     force = ["--force"] if args.force else []
+    source = Path(args.source)
+    manifest = None
+    if not args.source.startswith(("etcd://", "etcds://")) and is_backup(source):
+        try:
+            manifest = verify(source)
+        except BackupRefused as exc:
+            raise Failed(exc.message) from None
+    _tool("wconfd", "check", args.target, *force)
     with tempfile.TemporaryDirectory(prefix="lw-store-copy-") as tmp:
-        source = Path(args.source)
-        if not args.source.startswith(("etcd://", "etcds://")) and is_backup(source):
-            try:
-                manifest = verify(source)
-            except BackupRefused as exc:
-                raise Failed(exc.message) from None
+        if manifest is not None:
             serial, last = manifest.wconfd.serial, manifest.luxid.last_job_id
             parts = source
-        else:
+        else:  # a stopped state directory or store: its parts, by the daemons' own code
             parts = Path(tmp)
             serial = _tool("wconfd", "export", args.source, str(parts / "wconfd"))["serial"]
             last = _tool("luxid", "export", args.source, str(parts / "luxid"))["last_job_id"]
-        _tool("wconfd", "check", args.target, *force)
-        _tool(
-            "wconfd",
-            "import",
-            str(parts / "wconfd"),
-            args.target,
-            *(["--replace"] if force else []),
-        )
+        replace = ["--replace"] if args.force else []
+        _tool("wconfd", "import", str(parts / "wconfd"), args.target, *replace)
         _tool("luxid", "import", str(parts / "luxid"), args.target)
     ctx.out(
         f"copied {args.source} to {args.target}: configuration serial {serial}, jobs up to {last}"

@@ -59,6 +59,7 @@ def test_a_dir_outside_backups_is_invalid_params_naming_dir(stack: Stack, tmp_pa
 
 def test_backup_answers_path_files_and_its_point(stack: Stack) -> None:
     stack.add_nodes("n1")
+    stack.wc.reserve("mac", "aa:00:00:00:00:01")
     job = stack.lc.submit_job([delay(0)])
     w = stack.wc.backup(dir="b1")
     folder = Path(w.path)
@@ -66,6 +67,8 @@ def test_backup_answers_path_files_and_its_point(stack: Stack) -> None:
     assert w.serial == stack.wc.get_config()["serial_no"]
     assert w.files == {"wconfd.snapshot.json": sha256_file(folder / "wconfd.snapshot.json")}
     assert snapshot_serial(folder / "wconfd.snapshot.json") == w.serial
+    snapshot = json.loads((folder / "wconfd.snapshot.json").read_bytes())["state"]
+    assert [e[1:] for e in snapshot["reservations"]["entries"]] == [["mac", "aa:00:00:00:00:01"]]
     x = stack.lc.backup(dir="b1/luxid")
     db = Path(x.path) / "jobs.sqlite"
     assert x.files == {"jobs.sqlite": sha256_file(db)}

@@ -86,6 +86,7 @@ def stop(*daemons: Any) -> None:
         assert d.stop() == 0
 
 
+@pytest.mark.slow  # each lw store copy runs five short processes (the daemons' copy tools)
 @pytest.mark.local_store("copies the local state directory itself")
 def test_backup_of_serving_daemons_restores_into_a_new_state_dir(
     daemon_factory: Any, tmp_path: Path
@@ -124,6 +125,7 @@ def test_missing_backup_dir_is_refused(tmp_path: Path) -> None:
     assert "nowhere: no such directory" in line
 
 
+@pytest.mark.slow
 @pytest.mark.local_store("refusals on local state directories")
 def test_each_refusal_names_its_cause_and_changes_nothing(
     daemon_factory: Any, tmp_path: Path
