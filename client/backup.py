@@ -34,6 +34,8 @@ FORMAT: Final = 1
 MANIFEST: Final = "manifest.json"
 PARTS: Final = ("wconfd", "luxid")
 """The daemons whose parts a backup holds, each in a folder of that name."""
+REQUIRED: Final = ("wconfd/wconfd.snapshot.json", "luxid/jobs.sqlite")
+"""The files every backup of this format holds (a copy needs them all)."""
 
 
 class BackupRefused(Exception):
@@ -150,6 +152,9 @@ def verify(root: Path) -> Manifest:
         manifest = msgspec.convert(raw, Manifest)
     except msgspec.ValidationError as exc:
         raise BackupRefused(f"{MANIFEST}: not a valid manifest: {exc}") from None
+    for name in REQUIRED:
+        if name not in manifest.files:
+            raise BackupRefused(f"{name}: missing from the backup")
     for name, expected in sorted(manifest.files.items()):
         path = root / name
         if ".." in PurePosixPath(name).parts or PurePosixPath(name).is_absolute():
