@@ -32,8 +32,6 @@ __all__ = ["BACKUPS", "check_backup_dir"]
 
 FORMAT: Final = 1
 MANIFEST: Final = "manifest.json"
-PARTS: Final = ("wconfd", "luxid")
-"""The daemons whose parts a backup holds, each in a folder of that name."""
 REQUIRED: Final = ("wconfd/wconfd.snapshot.json", "luxid/jobs.sqlite")
 """The files every backup of this format holds (a copy needs them all)."""
 
