@@ -57,7 +57,7 @@ def backup_sqlite(source: Path, target: Path) -> int:
     run it off the event loop.  The copy's highest allocated job id."""
     tmp = target.with_name(target.name + ".tmp")
     tmp.unlink(missing_ok=True)
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    src = sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True)
     try:
         dst = sqlite3.connect(tmp)
         try:
