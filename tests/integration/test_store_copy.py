@@ -210,7 +210,10 @@ def test_copy_local_to_etcd_and_back(
     assert refused("store", "copy", "--from", etcd_store_url, "--to", str(tmp_path / "z")) == (
         "SRC is served by lw-wconfd (node node1); take a backup (lw backup DIR) and copy that"
     )
+    with LuxiClient(luxid.socket) as lc:  # a change at DST that --force must undo
+        lc.set_drain_flag(False)
     stop(luxid, wconfd)
+    lw("store", "copy", "--from", src, "--to", etcd_store_url, "--force")
 
     back = tmp_path / "back"
     lw("store", "copy", "--from", etcd_store_url, "--to", str(back / "state"))
