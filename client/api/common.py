@@ -146,10 +146,16 @@ class CommonApi(Api):
         kept.  `after` above the newest index is InvalidParams (start from 0, or from a
         `last` this daemon answered).  Event-driven, never polled."""
 
+
+class DaemonApi(CommonApi):
+    """What both daemons' sockets answer beyond the common methods: `backup`, which each
+    daemon implements over its own state (wconfd.backup, luxid.backup)."""
+
     @rpc(InvalidParams, StorageError)
     def backup(self, dir: BackupDir) -> BackupPart:
         """Write this daemon's part of a backup, consistent on its own (wconfd: the
         configuration with its serial and the reservations, at one serial; luxid: the
         job store at one transaction), to `<state dir>/backups/<dir>/`, replacing what
         was there; `lw backup` copies it from there.  `dir` is a relative path without
-        `..` (InvalidParams naming `dir` otherwise, and nothing is written)."""
+        `..` (InvalidParams naming `dir` otherwise, and nothing is written).  On wconfd,
+        after `identify`, like its other methods."""

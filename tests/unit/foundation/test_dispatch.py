@@ -42,9 +42,6 @@ class Impl:
     async def lookup(self, conn: Any, name: str) -> str:
         raise NotFound(f"no object named {name!r}")
 
-    async def backup(self, conn: Any, dir: str) -> Any:  # every socket declares it
-        raise NotFound("a demo keeps no state")
-
 
 def methods(impl: Impl | None = None) -> dict[str, Any]:
     common = CommonMethods(Registry("wconfd"), SingleNode("me"))
