@@ -204,6 +204,19 @@ def test_copy_local_to_etcd_and_back(
     Stack.until(lambda: luxid._serves_as_master(), timeout=20)
     after = state_of(wconfd.socket, luxid.socket)
     assert after == before
+    # A second node joins as a standby, as the second machine does.
+    (tmp_path / "e2").mkdir()
+    standby = daemon_factory(
+        "wconfd", "--store", etcd_store_url, "--node", "node2", root=tmp_path / "e2"
+    ).start()
+    with WConfdClient(wconfd.socket, name="test-reader") as wc:
+
+        def roles() -> list[tuple[str, str]]:
+            return [(r.node, r.role) for r in wc.list_roles()]
+
+        Stack.until(lambda: len(roles()) == 2)  # its presence key, within a renewal
+        assert roles() == [("node1", "master"), ("node2", "standby")]
+    stop(standby)
     assert refused("store", "copy", "--from", src, "--to", etcd_store_url, "--force") == (
         "DST is served by lw-wconfd (node node1); stop it first"
     )
