@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             return await LuxidTerm.start(
                 store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir),
                 role=role, drain_kill_after=args.drain_kill_after,
-                event_retention=args.event_retention,
+                event_retention=args.event_retention, backup_dir=state_dir,
             )  # fmt: skip
 
         server = RpcServer(

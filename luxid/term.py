@@ -31,6 +31,7 @@ from client._server.roles import Role, SingleNode
 from client.api.luxi import LuxiApi
 from client.events import Retention
 from client.identity import ProcessKey, is_alive
+from luxid.backup import Backups
 from luxid.budget_service import BudgetService
 from luxid.drain_service import DrainService
 from luxid.drains.record import DRAIN_KILL_GRACE
@@ -60,6 +61,7 @@ class LuxidTerm:
     drains: DrainService
     budgets: BudgetService
     service: LuxidService
+    backups: Backups
 
     @classmethod
     async def start(
@@ -72,12 +74,14 @@ class LuxidTerm:
         role: Role | None = None,
         drain_kill_after: float = DRAIN_KILL_GRACE,
         event_retention: int | None = None,
+        backup_dir: Path | None = None,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `role`: what get_role answers (default: the single node
         of a local store).  `drain_kill_after`: how long after a queue drain's deadline
         its canceled jobs still running are killed.  `event_retention`: how many events
-        are kept (None: the default rule, docs/contracts.md#events)."""
+        are kept (None: the default rule, docs/contracts.md#events).  `backup` writes
+        below `backup_dir` (the node's state directory; default the working directory)."""
         # The parts, each given the parts it calls.  The event log first: every durable
         # change the others make is published to it by the job store's writer.
         events = EventLog("luxid", store.load_events(Retention.from_option(event_retention)))
@@ -90,7 +94,8 @@ class LuxidTerm:
         budgets = BudgetService(queue, link, events)
         why = WhyJobs(queue, drains, link)
         service = LuxidService(queue, filter_writes, drains, budgets, why, role, events)
-        term = cls(queue, link, drains, budgets, service)
+        backups = Backups(backup_dir or Path("."), store)
+        term = cls(queue, link, drains, budgets, service, backups)
         # The events, before anything can happen.
         link.on_config = term.config_read
         queue.scheduler.on_exceeded = term.budget_exceeded
@@ -121,7 +126,8 @@ class LuxidTerm:
     def methods(self) -> dict[str, Handler]:
         """The dispatch table of this term (counted in the service's metrics)."""
         service = self.service
-        return instrument(build_methods(LuxiApi, service, role=service.role), service.metrics)
+        table = build_methods(LuxiApi, service, self.backups, role=service.role)
+        return instrument(table, service.metrics)
 
     def job_processes(self) -> list[ProcessKey]:
         """The processes of the term's unfinished jobs."""

@@ -99,6 +99,7 @@ class HaShell:
         *,
         luxid_socket: Path | None = None,
         event_retention: int | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self.url = url
         self.node = node
@@ -126,6 +127,7 @@ class HaShell:
             standby_store=self._store(),
             failover=self,
             event_retention=event_retention,
+            backup_dir=state_dir,
         )
 
     def _store(self) -> EtcdStore:

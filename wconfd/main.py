@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             shell = HaShell(
                 args.store, args.node, args.lease_ttl, args.sweep_interval,
                 luxid_socket=socket_path.with_name(LUXID_SOCKET),
-                event_retention=args.event_retention,
+                event_retention=args.event_retention, state_dir=state_dir,
             )  # fmt: skip
             service = shell.service
         server = RpcServer(

@@ -33,6 +33,7 @@ from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
 from client.errors import InvalidParams, RpcError
 from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
+from wconfd.backup import Backups
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
 from wconfd.durable_state import DurableState, EventNote, LockChange, Record, Snapshot
@@ -73,11 +74,13 @@ class WConfd:
         standby_store: DurableStore[Snapshot, Record] | None = None,
         failover: Failover | None = None,
         event_retention: int | None = None,
+        backup_dir: Path | None = None,
     ) -> None:
         """On local files (`state_dir`), load and serve at once. On etcd (`state_dir`
         None), start as a standby over `standby_store` (which refuses writes) until
         `take_over` installs the state of a term.  `event_retention`: how many events
-        are kept (None: the default rule, docs/contracts.md#events)."""
+        are kept (None: the default rule, docs/contracts.md#events).  `backup` writes below
+        `backup_dir` (default `state_dir`; on etcd the node's local state directory)."""
         self.metrics = Registry("wconfd")
         self.retention = Retention.from_option(event_retention)
         self.events = EventLog("wconfd", EventRing(self.retention))
@@ -86,6 +89,7 @@ class WConfd:
         self.failover = failover
         self.methods: dict[str, Handler] = {}  # the dispatch table, rebuilt in place per term
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
+        self.backups = Backups(backup_dir or state_dir or Path("."), lambda: self.persistence.state)
         if state_dir is not None:
             local = open_local_store(state_dir)
             store: DurableStore[Snapshot, Record] = local
@@ -113,7 +117,7 @@ class WConfd:
     def implementations(self) -> tuple[object, ...]:
         """The objects implementing WConfdApi, for client._server.dispatch.build_methods."""
         common = CommonMethods(self.metrics, self.role, self.events)
-        return (common, self, self.locks, self.config, self.reservations)
+        return (common, self, self.locks, self.config, self.reservations, self.backups)
 
     def _install(self, persistence: Persistence) -> None:
         """Serve `persistence`'s state: the services over it and the dispatch table."""

@@ -1,5 +1,6 @@
 """The methods every daemon answers alike (client.api.common.CommonApi): ping, version,
-get_metrics, get_role and watch_events."""
+get_metrics, get_role and watch_events.  (DaemonApi's `backup` is each daemon's own:
+wconfd.backup, luxid.backup.)"""
 
 from __future__ import annotations
 

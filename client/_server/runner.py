@@ -25,6 +25,7 @@ from client._server.etcd.leader import DEFAULT_TTL
 from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.roles import default_node_name
 from client._server.server import RpcServer, install_eager_tasks
+from client._server.storetarget import claim_state_dir
 from client.argparser import StrictParser
 from client.etcd_security import (
     SecurityError,
@@ -297,6 +298,18 @@ def run_daemon(
     except (SocketBusy, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1
+    # Held for the daemon's life: `lw store copy` refuses a state directory in use.
+    try:
+        state_lock = claim_state_dir(state, name)
+    except OSError as exc:
+        state_lock = None
+        log.error("cannot start: %s", exc)
+    if state_lock is None:
+        log.error(
+            "cannot start: another lw-%s uses %s (see %s)", name, state, state / f"{name}.lock"
+        )
+        lock.close()
+        return 1
     try:
         loop_name = install_event_loop_policy(args.event_loop)
     except ImportError:
@@ -317,6 +330,7 @@ def run_daemon(
         return 1
     finally:
         lock.close()
+        state_lock.close()
     log.info("%s stopped", name)
     return 0
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.declare import Api, rpc
+from client.api.declare import Api, Check, rpc
 from client.api.numbers import Seconds
-from client.errors import InvalidParams
+from client.errors import InvalidParams, StorageError
 
 Topic = Literal["job", "drain", "filter", "budget", "queue", "lock", "config", "role"]
 TOPICS: Final[tuple[str, ...]] = (
@@ -64,6 +64,47 @@ class EventBatch(msgspec.Struct, frozen=True):
     gap: bool
 
 
+BACKUPS: Final = "backups"
+"""The folder of a daemon's state directory its `backup` writes under."""
+
+
+def check_backup_dir(value: str) -> None:
+    """InvalidParams naming `dir` unless `value` is a plain relative path below the
+    daemon's backups folder: not empty, not absolute, no `..`, no NUL."""
+    parts = [part for part in value.split("/") if part not in ("", ".")]
+    problem = None
+    if "\0" in value:
+        problem = "holds a NUL character"
+    elif value.startswith("/"):
+        problem = "is an absolute path"
+    elif ".." in parts:
+        problem = "holds `..`"
+    elif not parts:
+        problem = "is empty"
+    if problem is not None:
+        raise InvalidParams(
+            f"backup: param `dir` {problem}: give a relative path, written below the "
+            f"daemon's state directory's {BACKUPS}/ folder",
+            {"param": "dir"},
+        )
+
+
+BackupDir = Annotated[str, Check(check_backup_dir)]
+"""A backup's folder below the daemon's `<state dir>/backups/`: relative, no `..`."""
+
+
+class BackupPart(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What `backup` answers (docs/contracts.md#backups-and-store-copy): the folder the
+    daemon wrote (absolute), each file's SHA-256 by name, and where the part stands:
+    wconfd's configuration `serial`, luxid's `last_job_id` (the highest job id allocated
+    at its snapshot; the part holds every job up to it).  Each daemon answers its own."""
+
+    path: str
+    files: dict[str, str]
+    serial: int | None = None
+    last_job_id: int | None = None
+
+
 class CommonApi(Api):
     """The methods every Lockwarden socket answers, identified or not."""
 
@@ -104,3 +145,17 @@ class CommonApi(Api):
         index the daemon has.  `gap` is true when events after `after` are no longer
         kept.  `after` above the newest index is InvalidParams (start from 0, or from a
         `last` this daemon answered).  Event-driven, never polled."""
+
+
+class DaemonApi(CommonApi):
+    """What both daemons' sockets answer beyond the common methods: `backup`, which each
+    daemon implements over its own state (wconfd.backup, luxid.backup)."""
+
+    @rpc(InvalidParams, StorageError)
+    def backup(self, dir: BackupDir) -> BackupPart:
+        """Write this daemon's part of a backup, consistent on its own (wconfd: the
+        configuration with its serial and the reservations, at one serial; luxid: the
+        job store at one transaction), to `<state dir>/backups/<dir>/`, replacing what
+        was there; `lw backup` copies it from there.  `dir` is a relative path without
+        `..` (InvalidParams naming `dir` otherwise, and nothing is written).  On wconfd,
+        after `identify`, like its other methods."""

@@ -14,7 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from client.api import declare, numbers
-from client.api.common import CommonApi
+from client.api.common import DaemonApi
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Seconds
 from client.api.opcodes import check_opcodes
@@ -313,7 +313,7 @@ class BudgetRow(msgspec.Struct, frozen=True, kw_only=True):
     events: list[list[float | str]]
 
 
-class LuxiApi(CommonApi):
+class LuxiApi(DaemonApi):
     """The job queue, its filters, and the reports of job processes."""
 
     # -- jobs ------------------------------------------------------------------------

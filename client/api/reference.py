@@ -24,7 +24,7 @@ from typing import Annotated, Any, Final, Literal, Union
 import msgspec
 
 from client import errors
-from client.api.common import CommonApi
+from client.api.common import DaemonApi
 from client.api.declare import Api, Check, MethodSpec
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
@@ -231,7 +231,7 @@ def _errors() -> str:
 def render() -> str:
     """docs/api.md: the whole reference as markdown text."""
     structs: list[type[msgspec.Struct]] = []
-    common = CommonApi.methods()
+    common = DaemonApi.methods()
     parts = [_HEADER, "## Common methods (both sockets)", ""]
     parts += [_method(spec, False, structs) + "\n" for spec in common.values()]
     for daemon, api, identifies in _SOCKETS:

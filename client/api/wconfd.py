@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.common import CommonApi, RoleInfo
+from client.api.common import DaemonApi, RoleInfo
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
@@ -150,7 +150,7 @@ class UpdateResult(msgspec.Struct, frozen=True):
     mtime: float
 
 
-class WConfdApi(CommonApi):
+class WConfdApi(DaemonApi):
     """Configuration, locks and reservations."""
 
     # -- identification (docs/contracts.md#client-identification) ----------------------

@@ -159,3 +159,51 @@ def events_command(b: Any, top: Any) -> None:
     events.add_argument(
         "--json", action="store_true", help="print each event as one JSON object a line"
     )
+
+
+def backup_command(b: Any, top: Any) -> None:
+    backup = b.leaf(
+        top,
+        "backup",
+        "backup:backup",
+        "take a consistent backup of both daemons' state while they serve",
+        description="Ask wconfd and luxid for their parts (the configuration at one serial, "
+        "the job store at one transaction) and write them with a manifest.json of SHA-256 "
+        "hashes into DIR/lockwarden-backup-<YYYYmmddTHHMMSSZ>/; print its path. DIR must "
+        "exist. Restore with `lw store copy --from BACKUP --to STATE_DIR`; see "
+        "docs/operations.md#backups.",
+    )
+    backup.add_argument("dir", metavar="DIR", help="an existing directory to write the backup in")
+
+
+def store_commands(b: Any, sub: Any) -> None:
+    copy = b.leaf(
+        sub,
+        "copy",
+        "backup:store_copy",
+        "copy the whole control-plane state between stores (daemons stopped)",
+        description="Copy the configuration (serial included), reservations, filters, "
+        "drains, budgets and jobs (statuses, logs, ids; the next job id continues) from SRC "
+        "to DST. Each is a state directory, an etcd://HOST:PORT[,...]/PREFIX (or etcds://) "
+        "store, or (SRC only) a backup of lw backup. Refused, changing nothing, while a "
+        "daemon serves SRC or DST, when DST is not empty (unless --force, which replaces "
+        "it whole), or when the backup is damaged. See "
+        "docs/operations.md#moving-to-three-machines.",
+    )
+    copy.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="SRC",
+        help="a stopped state directory, etcd://... store, or a backup directory",
+    )
+    copy.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="DST",
+        help="a state directory or etcd://... store no daemon serves",
+    )
+    copy.add_argument(
+        "--force", action="store_true", help="replace a DST that is not empty (never merges)"
+    )

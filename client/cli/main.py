@@ -22,10 +22,12 @@ from typing import Any
 from client import __version__
 from client.argparser import StrictParser
 from client.cli.admin_parsers import (
+    backup_command,
     budget_commands,
     cluster_commands,
     events_command,
     lock_commands,
+    store_commands,
     user_commands,
 )
 from client.cli.argtypes import (
@@ -175,6 +177,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
                     help="plain HTTP off loopback (see docs/operations.md for HTTPS)")  # fmt: skip
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     events_command(b, top)
+    backup_command(b, top)
     up.add_argument(
         "--ha",
         type=non_negative_int,
@@ -455,6 +458,10 @@ GROUPS: dict[str, tuple[str, Callable[[_Builder, Any], None]]] = {
     "cluster": (
         "the control-plane nodes: roles and failover (see docs/operations.md)",
         cluster_commands,
+    ),
+    "store": (
+        "move the control-plane state between stores (see docs/operations.md)",
+        store_commands,
     ),
     "debug": ("debugging aids", _debug_commands),
     "rapi-user": ("RAPI users, their roles and tokens (in lw-rapi's state dir)", user_commands),

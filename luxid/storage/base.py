@@ -62,6 +62,10 @@ class StoreTransaction(Protocol):
     def set_meta(self, key: str, value: int) -> None:
         """Store a small durable setting of the queue (e.g. the drain flag)."""
 
+    def reserve_ids(self, last_id: int) -> None:
+        """Count every id up to `last_id` as allocated (a copied store continues above
+        the ids of its source); never lowers the counter."""
+
 
 class JobStore(Protocol):
     """Durable jobs: load at start, batches of changes, the archive, the id counter."""

@@ -48,6 +48,7 @@ from client._server.write_placement import SyncMode
 from client.api.common import Event
 from client.events import EventRing, Retention
 from luxid.jobs.model import FINALIZED, Job, job_status
+from luxid.storage.dump import JobsDump, read_etcd
 from luxid.storage.etcd_keys import (
     Gate,
     JobKeys,
@@ -168,6 +169,13 @@ class EtcdTransaction:
         """Store a small durable setting of the queue (e.g. the drain flag)."""
         self._add(Change((op_put(self._store.keys.meta(key), str(int(value))),)))
         self.meta[key] = int(value)
+
+    def reserve_ids(self, last_id: int) -> None:
+        """Count every id up to `last_id` as allocated (never lowers the counter): a
+        change of no keys of its own, whose transaction's trailer puts `next_id`."""
+        if last_id > self.last_id:
+            self.last_id = last_id
+            self._add(Change(()))
 
     def _current(self, job_id: int) -> Job | None:
         return self.jobs.get(job_id) or self._store._jobs.get(job_id)
@@ -330,6 +338,12 @@ class EtcdJobStore:
                     self._jobs.pop(job_id, None)
                     self._logged.pop(job_id, None)
                     self._gates.difference_update({g for g in self._gates if g[0] == job_id})
+
+    def dump(self) -> JobsDump:
+        """Everything under the prefix, read at one revision between two of this store's
+        transactions (none commits meanwhile): a consistent online backup."""
+        with self._write:
+            return self._io.run(read_etcd(self.client, self.keys))
 
     def _number(self, tx: EtcdTransaction, revisions: list[int]) -> None:
         """Number the committed events from their writes' revisions; keep their keys."""

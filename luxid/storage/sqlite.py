@@ -205,6 +205,14 @@ class SqliteTransaction:
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value))
         )
 
+    def reserve_ids(self, last_id: int) -> None:
+        """Count every id up to `last_id` as allocated (never lowers the counter)."""
+        if last_id > self._last_id:
+            self._last_id = last_id
+            self._conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'last_job_id'", (self._last_id,)
+            )
+
     # --- helpers
 
     def _saved_serial(self, job_id: int) -> int:

@@ -44,7 +44,7 @@ from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
 from client._server.etcd.fencing import FencedWriter
 from client._server.etcd.release import lost_data
-from client._server.etcd.wire import RequestOp, cmp_create
+from client._server.etcd.wire import KeyValue, RequestOp, cmp_create
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
@@ -75,6 +75,25 @@ class _Queued(NamedTuple):
     meta: Meta | None  # the config's top level after this record (config records only)
     fut: asyncio.Future[int]
     on_durable: Callable[[Record], Any] | None
+
+
+async def read_all(client: EtcdClient, keys: Keys) -> tuple[list[KeyValue], int]:
+    """Every key under the prefix, read at one revision (page by page), and the revision."""
+    kvs = []
+    first = await client.range(keys.root + "/", prefix=True, limit=PAGE)
+    revision = first.header.revision
+    kvs.extend(first.kvs)
+    more = first.more
+    while more:
+        page = await client.range(
+            kvs[-1].key + b"\0",
+            range_end=keys.root.encode() + b"0",  # the end of "<root>/"
+            limit=PAGE,
+            revision=revision,
+        )
+        kvs.extend(page.kvs)
+        more = page.more
+    return kvs, revision
 
 
 class EtcdStore:
@@ -117,20 +136,7 @@ class EtcdStore:
         written fenced, at once)."""
         if self.writer is None:
             raise StorageError("this node is not the master: it has no fenced writer")
-        kvs = []
-        first = await self.client.range(self.keys.root + "/", prefix=True, limit=PAGE)
-        revision = first.header.revision
-        kvs.extend(first.kvs)
-        more = first.more
-        while more:
-            page = await self.client.range(
-                kvs[-1].key + b"\0",
-                range_end=self.keys.root.encode() + b"0",  # the end of "<root>/"
-                limit=PAGE,
-                revision=revision,
-            )
-            kvs.extend(page.kvs)
-            more = page.more
+        kvs, revision = await read_all(self.client, self.keys)
         self.loaded_revision = revision
         decoded = decode_state(self.keys, kvs)
         config = decoded.config

@@ -14,7 +14,9 @@ from client._server.dispatch import build_methods
 from client.api.declare import Api, Check, rpc
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
+from luxid.backup import Backups as LuxidBackups
 from luxid.service import LuxidService
+from wconfd.backup import Backups as WconfdBackups
 from wconfd.config_service import ConfigService
 from wconfd.lock_service import LockService
 from wconfd.reservation_service import ReservationService
@@ -27,9 +29,9 @@ from wconfd.service import WConfd
         (
             WConfdApi,
             (WConfdClient, AsyncWConfdClient),
-            (CommonMethods, WConfd, LockService, ConfigService, ReservationService),
+            (CommonMethods, WConfd, LockService, ConfigService, ReservationService, WconfdBackups),
         ),
-        (LuxiApi, (LuxiClient, AsyncLuxiClient), (LuxidService,)),
+        (LuxiApi, (LuxiClient, AsyncLuxiClient), (LuxidService, LuxidBackups)),
     ],
 )
 def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
