@@ -81,3 +81,19 @@ def security_from_args(args: argparse.Namespace) -> EtcdSecurity:
         if path is not None and not os.access(path, os.R_OK):
             raise SecurityError(f"{flag} {path}: cannot read that file")
     return security
+
+
+def security_env(security: EtcdSecurity) -> dict[str, str]:
+    """The LW_ETCD_* variables that give `security` to a child process (`lw store copy`
+    runs the daemons' copy tools so)."""
+    values = msgspec.structs.asdict(security)
+    return {env: values[dest] for _, env, dest, _, _ in _OPTIONS if values[dest] is not None}
+
+
+def security_from_env() -> EtcdSecurity:
+    """The EtcdSecurity the LW_ETCD_* variables give (checked as the options are)."""
+    return security_from_args(
+        argparse.Namespace(
+            **{f"etcd_{dest}": os.environ.get(env) for _, env, dest, _, _ in _OPTIONS}
+        )
+    )

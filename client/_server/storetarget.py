@@ -28,9 +28,10 @@ from typing import IO, Final
 
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
-from client._server.etcd.url import EtcdStoreUrl, parse_store_url
+from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.etcd.wire import cmp_create, op_delete, op_put, op_range, prefix_end
 from client.errors import StorageError
+from client.etcd_security import security_from_env
 
 DAEMONS: Final = ("wconfd", "luxid")
 COPY_NODE: Final = "lw store copy"
@@ -60,8 +61,9 @@ def parse_target(text: str) -> Target:
     Refused if the URL cannot be read."""
     if text.startswith(("etcd://", "etcds://")):
         try:
-            return Target(text, url=parse_store_url(text))
-        except ValueError as exc:
+            # The etcd options come from LW_ETCD_* (lw passes its own on so).
+            return Target(text, url=secure_store(parse_store_url(text), security_from_env()))
+        except ValueError as exc:  # SecurityError included
             raise Refused(f"{text}: {exc}") from None
     return Target(text, path=Path(text))
 
@@ -154,7 +156,7 @@ async def _etcd_state(url: EtcdStoreUrl) -> tuple[str | None, bool]:
 @contextlib.asynccontextmanager
 async def etcd_client(url: EtcdStoreUrl) -> AsyncIterator[EtcdClient]:
     """A client of the store's cluster; Refused (saying so) when etcd cannot be reached."""
-    client = EtcdClient(url.endpoints)
+    client = EtcdClient(url.endpoints, security=url.security)
     try:
         yield client
     except EtcdError as exc:

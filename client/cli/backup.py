@@ -14,6 +14,7 @@ hashes, SRC not served, DST not served and empty), then the writes.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ from client.backup import (
     write_atomic,
 )
 from client.cli.context import EXIT_OK, Context, Failed
+from client.etcd_security import EtcdSecurity, security_env
 
 
 def backup(ctx: Context, args: argparse.Namespace) -> int:
@@ -90,6 +92,7 @@ def _fetch(source: Path, files: dict[str, str], target: Path) -> None:
 
 def store_copy(ctx: Context, args: argparse.Namespace) -> int:
     """lw store copy --from SRC --to DST [--force]."""
+    tool = functools.partial(_tool, security=args.etcd_security)
     force = ["--force"] if args.force else []
     source = Path(args.source)
     manifest = None
@@ -98,32 +101,34 @@ def store_copy(ctx: Context, args: argparse.Namespace) -> int:
             manifest = verify(source)
         except BackupRefused as exc:
             raise Failed(exc.message) from None
-    _tool("wconfd", "check", args.target, *force)
+    tool("wconfd", "check", args.target, *force)
     with tempfile.TemporaryDirectory(prefix="lw-store-copy-") as tmp:
         if manifest is not None:
             serial, last = manifest.wconfd.serial, manifest.luxid.last_job_id
             parts = source
         else:  # a stopped state directory or store: its parts, by the daemons' own code
             parts = Path(tmp)
-            serial = _tool("wconfd", "export", args.source, str(parts / "wconfd"))["serial"]
-            last = _tool("luxid", "export", args.source, str(parts / "luxid"))["last_job_id"]
+            serial = tool("wconfd", "export", args.source, str(parts / "wconfd"))["serial"]
+            last = tool("luxid", "export", args.source, str(parts / "luxid"))["last_job_id"]
         replace = ["--replace"] if args.force else []
-        _tool("wconfd", "import", str(parts / "wconfd"), args.target, *replace)
-        _tool("luxid", "import", str(parts / "luxid"), args.target)
+        tool("wconfd", "import", str(parts / "wconfd"), args.target, *replace)
+        tool("luxid", "import", str(parts / "luxid"), args.target)
     ctx.out(
         f"copied {args.source} to {args.target}: configuration serial {serial}, jobs up to {last}"
     )
     return EXIT_OK
 
 
-def _tool(daemon: str, *argv: str) -> Any:
-    """Run one step of a daemon's copy tool; its JSON output (None if it printed none).
-    Failed with the tool's own one-line reason when it refuses."""
+def _tool(daemon: str, *argv: str, security: EtcdSecurity) -> Any:
+    """Run one step of a daemon's copy tool (lw's etcd options passed on as LW_ETCD_*);
+    its JSON output (None if it printed none).  Failed with the tool's own one-line reason
+    when it refuses."""
     done = subprocess.run(
         [sys.executable, "-m", f"{daemon}.storecopy", *argv],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **security_env(security)},
     )
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
