@@ -106,6 +106,7 @@ class BudgetCount:
         self._count = {name: len(down) for name, down in book.down.items()}
         self._listed: dict[str, list[tuple[str, str]]] = {}  # cache of `disrupted`
         self._reasons: dict[str, str] = {}  # cache of `reason`
+        self._holds: dict[str, Hold] = {}  # cache of the Hold each budget gives (one per pass)
         for job in started:
             self._add(f"job {job.id}", self._of(job)[0])
 
@@ -138,11 +139,17 @@ class BudgetCount:
             return None
         if len(found) == 1:  # the common case, without building sets
             name = self.held_by(found[0][0])
-            return None if name is None else Hold("budget", self.reason(name), key=name)
+            return None if name is None else self._hold(name)
         for name, new in self._new_members(found):
             if self._count[name] + new > self.book.limits[name]:
-                return Hold("budget", self.reason(name), key=name)
+                return self._hold(name)
         return None
+
+    def _hold(self, name: str) -> Hold:
+        hold = self._holds.get(name)
+        if hold is None:
+            hold = self._holds[name] = Hold("budget", self.reason(name), key=name)
+        return hold
 
     def held_by(self, inst: str) -> str | None:
         """The budget (the first by name) that would hold a disruptive job on `inst` now,
@@ -197,3 +204,4 @@ class BudgetCount:
                     self._count[name] += 1
                 self._listed.pop(name, None)
                 self._reasons.pop(name, None)
+                self._holds.pop(name, None)

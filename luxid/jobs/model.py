@@ -138,6 +138,7 @@ def job_status(job: Job) -> JobStatus:
     """
     current: JobStatus = QUEUED
     all_success = True
+    moved = False  # an opcode left `queued` (job_started, without a second scan)
     for op in job.ops:
         status = op.status
         if status in (ERROR, CANCELING, CANCELED):
@@ -146,10 +147,12 @@ def job_status(job: Job) -> JobStatus:
             all_success = False
             if status in (WAITING, RUNNING):
                 current = status
+        moved = moved or status != QUEUED
     if all_success:
         return SUCCESS
-    if current == QUEUED and not job.paused and job_started(job):
-        return RUNNING
+    if current == QUEUED and not job.paused:
+        if moved or job.start_ts is not None or job.process_id is not None:
+            return RUNNING
     return current
 
 
