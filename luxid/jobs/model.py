@@ -150,9 +150,9 @@ def job_status(job: Job) -> JobStatus:
         moved = moved or status != QUEUED
     if all_success:
         return SUCCESS
-    if current == QUEUED and not job.paused:
-        if moved or job.start_ts is not None or job.process_id is not None:
-            return RUNNING
+    started = moved or job.start_ts is not None or job.process_id is not None
+    if current == QUEUED and not job.paused and started:
+        return RUNNING
     return current
 
 
