@@ -188,6 +188,9 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     assert (await call(lc, "drain_queue", mode="soft", deadline=60)).mode == "soft"
     assert [d.target for d in await call(lc, "query_drains")] == ["node/d1", "queue"]
     assert await call(lc, "undrain_queue") is None
+    for stub in (wc, lc):  # each daemon's part of a backup, under its own state dir
+        part = await call(stub, "backup", dir="plain")
+        assert part.path.endswith("/backups/plain") and part.files
 
 
 def _check(seen: Seen) -> None:
