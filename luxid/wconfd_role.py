@@ -15,7 +15,9 @@ own) and `judge` (pure) says what the last answer means for the term luxid serve
   another term: the term ends at once (an answer naming the master of an earlier term
   only lags behind the key: DOUBT).
 
-A wconfd on local files (term 0) has no say: it is the only node, always master.
+A wconfd on local files (term 0) has no say: it is the only node, always master.  Nor has
+one whose socket does not exist at all (no wconfd on this node, as in tests that start a
+luxid alone): luxid then follows the leader key alone, as it did before this watch.
 """
 
 from __future__ import annotations
@@ -81,10 +83,13 @@ class WconfdRoleWatch(Background):
         self.clock = clock
         self.answer: RoleInfo | None = None
         self.received = 0.0
+        self.absent = False  # no wconfd socket on this node: the key alone says
         self._poll_now = asyncio.Event()
         self._answered = asyncio.Event()
 
     def agreement(self, term: int) -> Agreement:
+        if self.absent:
+            return Agreement.CONFIRMED
         return judge(self.answer, self.received, self.clock(), self.node, term)
 
     async def _release(self) -> None:
@@ -114,6 +119,17 @@ class WconfdRoleWatch(Background):
                 await client.close()
 
     async def _poll(self, client: AsyncWConfdClient) -> None:
+        absent = not self.socket.exists()
+        if absent != self.absent:
+            self.absent, self.answer = absent, None
+            if absent:
+                log.warning(
+                    "no wconfd socket at %s: luxid follows the leader key alone", self.socket
+                )
+            self.on_change()
+        if absent:
+            self._answered.set()
+            return
         try:
             async with asyncio.timeout(POLL_TIMEOUT):
                 answer = await client.get_role()
