@@ -160,7 +160,11 @@ def _migrations(
     blocked = dict(record.blocked)
     events: list[str] = []
     held: dict[str, list[str]] = {}  # budget -> the instances it newly holds
+    if gate is None:  # no budgets: none holds anything, and the pass stops at max_parallel
+        blocked = {n: b for n, b in blocked.items() if held_budget(b) is None}
     for name in left:
+        if room <= 0 and gate is None:
+            break
         if name in busy:
             continue
         before = blocked.get(name)
