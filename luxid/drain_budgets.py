@@ -71,10 +71,10 @@ class DrainBudgets:
             for name in sorted(book.budgets)
         ]
 
-    @staticmethod
-    def holds_a_move(records: Iterable[DrainRecord]) -> bool:
-        """Whether a budget holds a move of some drain in progress."""
-        return any(
+    def holds_a_move(self, records: Iterable[DrainRecord]) -> bool:
+        """Whether a budget holds a move of some drain in progress (asked on every job
+        change: without budgets, at once)."""
+        return bool(self.queue.scheduler.budgets) and any(
             r.status == "draining" and any(held_budget(b) for b in r.blocked.values())
             for r in records
         )

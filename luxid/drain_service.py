@@ -168,7 +168,7 @@ class DrainService:
         ended may have changed the configuration: that pass reads it again), or if a job
         that ended may let a move a budget holds go."""
         changed = False
-        held = DrainBudgets.holds_a_move(self.records.values())
+        held = self.budgets.holds_a_move(self.records.values())
         for job_id in ids:
             seen = self._tracked.get(job_id)
             if seen is None:
