@@ -41,8 +41,9 @@ class AsyncStub(_StubBase):
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
         expect_daemon: bool = False,
+        actor: str | None = None,
     ) -> None:
-        super().__init__(socket_path, timeout, patience, expect_daemon)
+        super().__init__(socket_path, timeout, patience, expect_daemon, actor)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[Response]] = {}
@@ -159,7 +160,7 @@ class AsyncStub(_StubBase):
             self._waiting.pop(request_id, None)
 
     async def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        params = spec.encode_params(args, kwargs)
+        params = self._params(spec, args, kwargs)
         timeout = self._call_timeout(spec, params)
         deadline: float | None = None
         while True:

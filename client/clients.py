@@ -31,9 +31,16 @@ class _Identifies:
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
         expect_daemon: bool = False,
+        actor: str | None = None,
     ) -> None:
+        if actor is None and job_id is not None:
+            actor = f"job:{job_id}"  # a job process acts for its job
         super().__init__(  # type: ignore[call-arg]
-            socket_path, timeout=timeout, patience=patience, expect_daemon=expect_daemon
+            socket_path,
+            timeout=timeout,
+            patience=patience,
+            expect_daemon=expect_daemon,
+            actor=actor,
         )
         self.job_id = job_id
         self.name = name

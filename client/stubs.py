@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from client import errors, paths
-from client.api.declare import Api, MethodSpec
+from client.api.declare import ACTOR_PARAM, Api, MethodSpec
 from client.protocol import Response, decode_response, encode
 
 _RECV = 256 * 1024
@@ -71,8 +71,12 @@ class _StubBase:
         timeout: float,
         patience: float,
         expect_daemon: bool,
+        actor: str | None,
     ) -> None:
         self.socket_path = Path(socket_path) if socket_path else self._default_path()
+        # Whom this stub's audited calls say they act for, unless a call names its own
+        # `actor` (docs/contracts.md#audit-log): `cli:<login>`, `rapi:<user>`, `job:<id>`.
+        self.actor = actor
         self.timeout = timeout
         self.patience = patience
         self._ids = itertools.count(1)
@@ -96,6 +100,16 @@ class _StubBase:
             method.__qualname__ = f"{cls.__name__}.{name}"
             method.__doc__ = spec.doc
             setattr(cls, name, method)
+
+    def _params(
+        self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A call's params by name, with the stub's `actor` for an audited method whose
+        call names none."""
+        params = spec.encode_params(args, kwargs)
+        if self.actor is not None and spec.audited and params.get(ACTOR_PARAM) is None:
+            params[ACTOR_PARAM] = self.actor
+        return params
 
     def _call_timeout(self, spec: MethodSpec, params: dict[str, Any]) -> float | None:
         """The stub timeout, stretched by the call's own `timeout` param (None: forever)."""
@@ -172,8 +186,9 @@ class SyncStub(_StubBase):
         timeout: float = 60.0,
         patience: float = DEFAULT_PATIENCE,
         expect_daemon: bool = False,
+        actor: str | None = None,
     ) -> None:
-        super().__init__(socket_path, timeout, patience, expect_daemon)
+        super().__init__(socket_path, timeout, patience, expect_daemon, actor)
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         # Every recv lands here first: an anonymous mapping, whose pages cost nothing
@@ -273,7 +288,7 @@ class SyncStub(_StubBase):
             buf += self._chunk[:received]
 
     def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        params = spec.encode_params(args, kwargs)
+        params = self._params(spec, args, kwargs)
         timeout = self._call_timeout(spec, params)
         if os.getpid() != self._pid:  # forked: the connection and identity are the parent's
             self._sock = None

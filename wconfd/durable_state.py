@@ -22,6 +22,7 @@ from typing import TypeAlias
 import msgspec
 
 from client.api.common import Event
+from client.audit import AuditEntry
 from client.events import EVENT_SLOTS, EventRing, Retention, numbered
 from wconfd.config import ConfigChange, ConfigDocument, ConfigState, ReservationChange
 from wconfd.config.events import config_event
@@ -54,7 +55,17 @@ class EventNote(msgspec.Struct, frozen=True, tag="events", tag_field="t"):
     events: list[Event]
 
 
-Record: TypeAlias = ConfigChange | ReservationChange | LockChange | HeldLocks | EventNote
+class AuditNote(msgspec.Struct, frozen=True, tag="audit", tag_field="t"):
+    """Audited calls, numbered (docs/contracts.md#audit-log).  Not state: journalled with
+    the change they tell of, so they are durable in the same write, and kept for queries
+    apart from the state (wconfd.audit_log)."""
+
+    entries: list[AuditEntry]
+
+
+Record: TypeAlias = (
+    ConfigChange | ReservationChange | LockChange | HeldLocks | EventNote | AuditNote
+)
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -120,6 +131,8 @@ class DurableState:
             self._number(record.events)
         elif isinstance(record, LockChange):
             self._apply_lock_change(record.client_id, record.pairs)
+        elif isinstance(record, AuditNote):
+            pass  # kept apart from the state: wconfd.audit_log
         elif isinstance(record, HeldLocks):
             if record.locks:
                 self.locks[record.client_id] = dict(record.locks)

@@ -31,6 +31,7 @@ import logging
 import time
 from pathlib import Path
 
+from client._server.audit import AuditSettings
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.election import Term
 from client._server.etcd.errors import EtcdError, Fenced
@@ -100,6 +101,7 @@ class HaShell:
         luxid_socket: Path | None = None,
         event_retention: int | None = None,
         state_dir: Path | None = None,
+        audit: AuditSettings | None = None,
     ) -> None:
         self.url = url
         self.node = node
@@ -128,6 +130,7 @@ class HaShell:
             failover=self,
             event_retention=event_retention,
             backup_dir=state_dir,
+            audit=audit,
         )
 
     def _store(self) -> EtcdStore:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from client._server.audit import AuditSettings
 from client._server.roles import SingleNode
 from client._server.runner import daemon_parser, parse_daemon_args, run_daemon, serve_until_stopped
 from client._server.server import RpcServer
@@ -27,12 +28,14 @@ def main(argv: list[str] | None = None) -> int:
                 sweep_interval=args.sweep_interval,
                 role=SingleNode(args.node),
                 event_retention=args.event_retention,
+                audit=AuditSettings.from_args(args),
             )
         else:
             shell = HaShell(
                 args.store, args.node, args.lease_ttl, args.sweep_interval,
                 luxid_socket=socket_path.with_name(LUXID_SOCKET),
                 event_retention=args.event_retention, state_dir=state_dir,
+                audit=AuditSettings.from_args(args),
             )  # fmt: skip
             service = shell.service
         server = RpcServer(

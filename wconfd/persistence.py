@@ -35,12 +35,15 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
+from client._server.audit import AuditCall
+from client._server.audit import current as current_audit
 from client.errors import InvalidParams, StorageError
 from client.events import Retention
+from wconfd.audit_log import WconfdAudit, change_facts
 from wconfd.config.numbers import unstorable_number
 from wconfd.config.records import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable_state import DurableState, Record, Snapshot
+from wconfd.durable_state import AuditNote, DurableState, Record, Snapshot
 from wconfd.storage.seam import DurableStore, recover
 from wconfd.storage.store import LocalStore
 
@@ -55,10 +58,21 @@ PlanFn = Callable[[float], tuple[Record | None, Any]]
 
 
 class _Write(NamedTuple):
-    """A queued write: its plan and the caller's future."""
+    """A queued write: its plan, the caller's future, and the caller's audited call (its
+    entry is journalled with the write's record)."""
 
     plan: PlanFn
     fut: asyncio.Future[Any]
+    audit: AuditCall | None = None
+
+
+class _Staged(NamedTuple):
+    """A planned write whose record joins the group's disk write, with its audit note."""
+
+    write: _Write
+    record: Record
+    result: Any
+    note: AuditNote | None
 
 
 _ENCODER: Final = msgspec.msgpack.Encoder()
@@ -85,6 +99,8 @@ class Persistence:
         self.state = state
         # Told when a durable record added events (wakes watch_events; set by wconfd.service).
         self.on_events: Callable[[], None] | None = None
+        # The audit log the notes go to (docs/contracts.md#audit-log; None: no auditing).
+        self.audit: WconfdAudit | None = None
         self._writes: list[_Write] = []
         self._writer: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
@@ -133,6 +149,10 @@ class Persistence:
 
     def _apply(self, record: Record) -> None:
         """Apply a durable record to memory; say so if it added events."""
+        if isinstance(record, AuditNote):
+            if self.audit is not None:
+                self.audit.durable(record)
+            return
         events = self.state.events
         last = events.last
         self.state.apply(record)
@@ -145,7 +165,12 @@ class Persistence:
 
     async def _snapshot(self) -> None:
         try:
-            await self.store.snapshot(self.state.snapshot_json())
+            # The state and its seq now; the audit file must hold every note up to that
+            # seq durably before the snapshot lets the journal drop them.
+            body, seq = self.state.snapshot_json(), self.store.durable_seq
+            if self.audit is not None:
+                await self.audit.before_compaction()
+            await self.store.snapshot(body, seq)
         except Exception as exc:  # the old snapshot and journal stay valid
             log.error("snapshot failed (will retry after the next write): %s", exc)
 
@@ -174,7 +199,7 @@ class Persistence:
         """Queue a planned write and wait for its answer (after its record is durable)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._writes.append(_Write(plan, fut))
+        self._writes.append(_Write(plan, fut, current_audit()))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._run_writer())
         return await fut
@@ -192,7 +217,7 @@ class Persistence:
 
     async def _write_group(self, group: list[_Write]) -> None:
         """Plan `group` in order, persist its records as one write, answer every call."""
-        staged: list[tuple[_Write, Record, Any]] = []
+        staged: list[_Staged] = []
         # Answers planned on top of a staged record: given once that record is durable.
         after: list[tuple[_Write, BaseException | None, Any]] = []
         undo: list[Callable[[], None]] = []
@@ -214,7 +239,7 @@ class Persistence:
                 except Exception as exc:
                     error, record = exc, None
                 if record is not None:
-                    staged.append((write, record, result))
+                    staged.append(_Staged(write, record, result, self._note(write, record)))
                     unapplied = record
                 elif staged:
                     after.append((write, error, result))
@@ -226,22 +251,47 @@ class Persistence:
         if staged:
             await self._persist_group(staged, after)
 
+    def _note(self, write: _Write, record: Record) -> AuditNote | None:
+        """The audit note journalled with a write's record: its call's entry, outcome ok,
+        naming the object and its serials (a config change) as planned."""
+        call = write.audit
+        if call is None or self.audit is None:
+            return None
+        if isinstance(record, ConfigChange):
+            call.target, call.serial = change_facts(self.state.config, record)
+        return self.audit.note(call.ride(time.time()))
+
+    def _noted(self, call: AuditCall) -> Callable[[Record], None]:
+        """The on_durable of a write's audit note: keep it, and tell its call."""
+
+        def durable(record: Record) -> None:
+            call.recorded = True
+            self._apply(record)
+
+        return durable
+
     async def _persist_group(
         self,
-        staged: list[tuple[_Write, Record, Any]],
+        staged: list[_Staged],
         after: list[tuple[_Write, BaseException | None, Any]],
     ) -> None:
         try:
-            futures = [
-                self.store.append_nowait(record, on_durable=self._apply) for _, record, _ in staged
-            ]
+            futures, notes = [], []
+            for write, record, _, note in staged:
+                futures.append(self.store.append_nowait(record, on_durable=self._apply))
+                if note is not None and write.audit is not None:
+                    notes.append(
+                        self.store.append_nowait(note, on_durable=self._noted(write.audit))
+                    )
         except StorageError as exc:  # broken or closed store: nothing was queued
             failure: BaseException | None = exc
             outcomes: list[Any] = [exc] * len(staged)
         else:
             outcomes = await asyncio.gather(*futures, return_exceptions=True)
             failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        for (write, _, result), outcome in zip(staged, outcomes, strict=True):
+            # Same batch, same outcome: a failed note leaves its call to record its error.
+            await asyncio.gather(*notes, return_exceptions=True)
+        for (write, _, result, _), outcome in zip(staged, outcomes, strict=True):
             _answer(write.fut, outcome if isinstance(outcome, BaseException) else None, result)
         for write, error, result in after:
             if failure is not None:
@@ -304,15 +354,25 @@ def open_local_store(state_dir: str | os.PathLike[str]) -> LocalStore[Snapshot, 
 
 
 def load_durable_state(
-    store: DurableStore[Snapshot, Record], retention: Retention | None = None
+    store: DurableStore[Snapshot, Record],
+    retention: Retention | None = None,
+    on_audit: Callable[[AuditNote], object] | None = None,
 ) -> DurableState:
     """Open `store` and rebuild the state: snapshot + journal replay (a fresh directory
-    gets the default config, fixed on disk at once), its events kept by `retention`.
-    Storage errors propagate."""
+    gets the default config, fixed on disk at once), its events kept by `retention`; the
+    journal's audit notes go to `on_audit`.  Storage errors propagate."""
+
+    def apply(state: DurableState, record: Record) -> None:
+        if isinstance(record, AuditNote):
+            if on_audit is not None:
+                on_audit(record)
+        else:
+            state.apply(record)
+
     return recover(
         store,
         initial=lambda: DurableState.fresh(time.time(), retention),
         from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
-        apply=DurableState.apply,
+        apply=apply,
         to_snapshot=DurableState.snapshot_json,
     )

@@ -15,11 +15,15 @@ as a standby and `take_over` installs each term's state; `stand_by` drops it aga
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from client._server.audit import Auditing, AuditSettings
+from client._server.audit import current as current_audit
+from client._server.audit_sql import AuditDb
 from client._server.common import CommonMethods
 from client._server.dispatch import Handler, build_methods
 from client._server.event_log import EventLog
@@ -30,18 +34,35 @@ from client._server.server import Connection
 from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
+from client.audit import AuditEntry, Query
 from client.errors import InvalidParams, RpcError
 from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
+from wconfd.audit_log import (
+    NO_ENTRIES,
+    AuditReader,
+    LocalReader,
+    WconfdAudit,
+    open_audit_db,
+    prune_etcd,
+)
 from wconfd.backup import Backups
 from wconfd.clients import Client, ClientRegistry, parse_client_id
 from wconfd.config_service import ConfigService
-from wconfd.durable_state import DurableState, EventNote, LockChange, Record, Snapshot
+from wconfd.durable_state import (
+    AuditNote,
+    DurableState,
+    EventNote,
+    LockChange,
+    Record,
+    Snapshot,
+)
 from wconfd.lock_service import LockService
 from wconfd.locking import RELEASE, LockManager, RestoreError
 from wconfd.persistence import Persistence, load_durable_state, open_local_store
 from wconfd.reservation_service import ReservationService
 from wconfd.storage.errors import StorageCorruptError
+from wconfd.storage.etcd_store import EtcdStore
 from wconfd.storage.seam import DurableStore
 
 log = logging.getLogger(__name__)
@@ -75,12 +96,15 @@ class WConfd:
         failover: Failover | None = None,
         event_retention: int | None = None,
         backup_dir: Path | None = None,
+        audit: AuditSettings | None = None,
     ) -> None:
         """On local files (`state_dir`), load and serve at once. On etcd (`state_dir`
         None), start as a standby over `standby_store` (which refuses writes) until
         `take_over` installs the state of a term.  `event_retention`: how many events
         are kept (None: the default rule, docs/contracts.md#events).  `backup` writes below
-        `backup_dir` (default `state_dir`; on etcd the node's local state directory)."""
+        `backup_dir` (default `state_dir`; on etcd the node's local state directory).
+        `audit`: the audit log's settings (docs/contracts.md#audit-log)."""
+        self.audit_settings = audit or AuditSettings()
         self.metrics = Registry("wconfd")
         self.retention = Retention.from_option(event_retention)
         self.events = EventLog("wconfd", EventRing(self.retention))
@@ -93,7 +117,10 @@ class WConfd:
         if state_dir is not None:
             local = open_local_store(state_dir)
             store: DurableStore[Snapshot, Record] = local
-            persistence = Persistence(store, _load(store, state_dir, self.retention))
+            db = open_audit_db(state_dir)
+            loaded = _load(store, state_dir, self.retention, lambda note: db.insert(note.entries))
+            persistence = Persistence(store, loaded)
+            persistence.audit = self._audit_book(LocalReader(db), db.last_seq(), db)
             for record in self._restore_plan(persistence.state, lambda owner: False):
                 persistence.commit_sync(record)
             persistence.commit_sync(self._master_note())
@@ -106,6 +133,7 @@ class WConfd:
             persistence = Persistence(
                 standby_store, DurableState.fresh(time.time(), self.retention)
             )
+            persistence.audit = self._audit_book(NO_ENTRIES, 0)
         self._install(persistence)
         self.mark_master(state_dir is not None)
 
@@ -118,6 +146,16 @@ class WConfd:
         """The objects implementing WConfdApi, for client._server.dispatch.build_methods."""
         common = CommonMethods(self.metrics, self.role, self.events)
         return (common, self, self.locks, self.config, self.reservations, self.backups)
+
+    def _audit_book(
+        self, reader: AuditReader, last_seq: int, db: AuditDb | None = None
+    ) -> WconfdAudit:
+        """A term's audit log: its notes committed through the term's persistence."""
+
+        async def commit(note: AuditNote) -> None:
+            await self.persistence.commit([note])
+
+        return WconfdAudit(commit, reader, last_seq, db, self.audit_settings.days)
 
     def _install(self, persistence: Persistence) -> None:
         """Serve `persistence`'s state: the services over it and the dispatch table."""
@@ -133,7 +171,12 @@ class WConfd:
         self.locks = LockService(persistence, manager, self.metrics, lambda: events.lock_wanted)
         self.config = ConfigService(persistence, lambda: self.locks.locks)
         self.reservations = ReservationService(persistence)
-        table = build_methods(WConfdApi, *self.implementations(), guard=self.guard, role=self.role)
+        auditing = None
+        if self.audit_settings.enabled and persistence.audit is not None:
+            auditing = Auditing("wconfd", persistence.audit, _own_job, time.time)
+        table = build_methods(
+            WConfdApi, *self.implementations(), guard=self.guard, role=self.role, auditing=auditing
+        )
         self.methods.clear()
         self.methods.update(instrument(table, self.metrics))
 
@@ -153,9 +196,20 @@ class WConfd:
             state.start_term(revision[0])
             state.revision = revision[1]
         persistence = Persistence(store, state)
-        releases = self._restore_plan(persistence.state, foreign)
-        await persistence.commit([*releases, self._master_note()])
+        records = [*self._restore_plan(persistence.state, foreign), self._master_note()]
+        if isinstance(store, EtcdStore):
+            persistence.audit = book = self._audit_book(store.audit, await store.audit.last_seq())
+            records.append(book.note([self._failover_entry()]))
+        await persistence.commit(records)
         self._install(persistence)
+        if isinstance(store, EtcdStore):
+            self.locks.spawn(prune_etcd(store.audit, self.audit_settings.days))
+
+    def _failover_entry(self) -> AuditEntry:
+        """The audit entry of this node becoming the master (docs/contracts.md#audit-log)."""
+        node = (self.role or SingleNode()).info().node
+        return AuditEntry(0, time.time(), "wconfd", f"node:{node}", os.getuid(), os.getpid(),
+                          None, "failover", f"node/{node}", "ok")  # fmt: skip
 
     def _master_note(self) -> EventNote:
         """The event of this node becoming the master (topic `role`)."""
@@ -237,6 +291,9 @@ class WConfd:
         return await self.failover.roles()
 
     async def step_down(self, client: Client, wait: float) -> RoleInfo:
+        call = current_audit()
+        if call is not None:
+            call.target = f"node/{(self.role or SingleNode()).info().node}"
         if self.failover is None or self.role is None:
             raise InvalidParams(
                 "this wconfd keeps its state in local files: no other node can take over; "
@@ -255,6 +312,20 @@ class WConfd:
 
     async def cleanup_dead_clients(self, client: Client) -> list[str]:
         return sorted(self.clients.sweep())
+
+    async def query_audit(
+        self,
+        client: Client,
+        since: float | None,
+        until: float | None,
+        actor: str | None,
+        target: str | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        book = self.persistence.audit
+        if book is None:
+            return []
+        return await book.query(Query(since, until, actor, target, limit))
 
     async def list_clients(self, client: Client) -> list[ClientInfo]:
         infos = []
@@ -287,12 +358,21 @@ class WConfd:
         return infos
 
 
+def _own_job(conn: Connection, client: Any) -> int | None:
+    """The job id an audited caller identified with (None: not a job)."""
+    return getattr(client, "job_id", None)
+
+
 def _load(
-    store: DurableStore[Snapshot, Record], state_dir: Path, retention: Retention
+    store: DurableStore[Snapshot, Record],
+    state_dir: Path,
+    retention: Retention,
+    on_audit: Callable[[AuditNote], object],
 ) -> DurableState:
-    """The durable state, or StartupError saying what to do."""
+    """The durable state (the journal's audit notes to `on_audit`), or StartupError
+    saying what to do."""
     try:
-        return load_durable_state(store, retention)
+        return load_durable_state(store, retention, on_audit)
     except StorageCorruptError as exc:
         raise StartupError(f"{exc}; restore the state directory from a backup") from None
     except Exception as exc:

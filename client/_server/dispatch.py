@@ -18,15 +18,16 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any
 
 import msgspec
 
+from client._server.audit import Auditing
 from client._server.etcd.errors import Fenced
 from client._server.roles import STANDBY_METHODS, Role, settled_not_master
-from client.api.declare import Api, MethodSpec
+from client.api.declare import ACTOR_PARAM, Api, MethodSpec
 from client.errors import (
     InternalError,
     InvalidParams,
@@ -61,12 +62,14 @@ def daemons_only_refusal(spec: MethodSpec, peer_uid: int, own_uid: int) -> Permi
 
 def _handler(
     spec: MethodSpec,
-    impl: Callable[..., Awaitable[Any]],
+    impl: Callable[..., Coroutine[Any, Any, Any]],
     guard: Guard | None,
     role: Role | None,
     own_uid: int,
+    auditing: Auditing | None,
 ) -> Handler:
-    names = spec.param_names
+    names = _impl_params(spec, impl)
+    audit = auditing if spec.audited else None
     if role is None or spec.name in STANDBY_METHODS:
         role = None  # answered whatever the role
     restricted = bool(spec.options.daemons_only)
@@ -86,7 +89,18 @@ def _handler(
             else:
                 params = spec.decode_params(args, kwargs)
             caller = conn if guard is None else guard(conn, spec)
-            result = await impl(caller, *[getattr(params, n) for n in names])
+            values = [getattr(params, n) for n in names]
+            if audit is None:
+                result = await impl(caller, *values)
+            else:
+                result = await audit.around(
+                    spec.name,
+                    conn,
+                    caller,
+                    getattr(params, ACTOR_PARAM),
+                    spec.audit_target(params),
+                    lambda: impl(caller, *values),
+                )
         except Fenced:
             if role is None:
                 raise
@@ -105,12 +119,23 @@ def _handler(
     return handle
 
 
+def _impl_params(spec: MethodSpec, impl: Callable[..., Any]) -> tuple[str, ...]:
+    """The declared params an implementation takes: all of them, or, for an audited
+    method, all but `actor` when the implementation leaves it to the audit log."""
+    got = tuple(inspect.signature(impl).parameters)[1:]
+    if got == spec.param_names or (spec.audited and got == spec.param_names[:-1]):
+        return got
+    owner = type(getattr(impl, "__self__", impl)).__name__
+    raise TypeError(f"{owner}.{spec.name} takes {got}, the API declares {spec.param_names}")
+
+
 def build_methods(
     api: type[Api],
     *impls: object,
     guard: Guard | None = None,
     role: Role | None = None,
     own_uid: int | None = None,
+    auditing: Auditing | None = None,
 ) -> dict[str, Handler]:
     """The dispatch table for the declared methods of `api`, each implemented
     on exactly one of `impls`.
@@ -119,7 +144,8 @@ def build_methods(
     is not serving (a standby): the one place the role is enforced.  Methods declared
     `daemons_only` answer PermissionDenied to a peer whose uid is neither `own_uid` (default:
     this process's effective uid) nor 0, before anything else: the one place that rule is
-    enforced.
+    enforced.  With `auditing`, every method declared `audit=` is recorded in the daemon's
+    audit log before its answer (client._server.audit).
 
     Each implementation is `async def name(self, caller, <declared params>)`, where
     `caller` is what `guard` returns (the connection when there is no guard).  A method
@@ -137,12 +163,7 @@ def build_methods(
         func = getattr(found[0], name) if found else None
         if func is None or not inspect.iscoroutinefunction(func):
             raise TypeError(f"one of {names} must implement async {name}()")
-        got = tuple(inspect.signature(func).parameters)[1:]
-        if got != spec.param_names:
-            raise TypeError(
-                f"{type(found[0]).__name__}.{name} takes {got}, the API declares {spec.param_names}"
-            )
-        methods[name] = _handler(spec, func, guard, role, uid)
+        methods[name] = _handler(spec, func, guard, role, uid, auditing)
     return methods
 
 

@@ -27,6 +27,7 @@ from client._server.roles import default_node_name
 from client._server.server import RpcServer, install_eager_tasks
 from client._server.storetarget import claim_state_dir
 from client.argparser import StrictParser
+from client.audit import RETENTION_DAYS
 from client.etcd_security import (
     SecurityError,
     add_security_options,
@@ -111,9 +112,33 @@ def daemon_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="keep only the last N events (docs/contracts.md#events), with no age floor: "
         "for tests of `gap`; default: at least the last 100,000 and at least 10 minutes' worth",
     )
+    parser.add_argument(
+        "--audit-retention",
+        type=_positive_days,
+        default=RETENTION_DAYS,
+        metavar="DAYS",
+        help="drop audit entries older than DAYS (docs/contracts.md#audit-log; at most the "
+        "newest 1,000,000 are kept either way; default 90)",
+    )
+    parser.add_argument(
+        "--no-audit",
+        action="store_true",
+        help="record no audit entries: only to measure what auditing costs (bench/audit.py); "
+        "never in production",
+    )
     add_role_options(parser)
     add_log_level(parser)
     return parser
+
+
+def _positive_days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 < value < 1e6:
+        raise argparse.ArgumentTypeError("must be more than 0 days (and fewer than a million)")
+    return value
 
 
 def _positive_count(text: str) -> int:

@@ -11,6 +11,7 @@ from msgspec import Meta
 
 from client.api.declare import Api, Check, rpc
 from client.api.numbers import Seconds
+from client.audit import ACTOR_MAX, DEFAULT_LIMIT, MAX_LIMIT, AuditEntry
 from client.errors import InvalidParams, StorageError
 
 Topic = Literal["job", "drain", "filter", "budget", "queue", "lock", "config", "role"]
@@ -105,6 +106,11 @@ class BackupPart(msgspec.Struct, frozen=True, omit_defaults=True):
     last_job_id: int | None = None
 
 
+AuditActor = Annotated[str, Meta(min_length=1, max_length=ACTOR_MAX)] | None
+"""The last param of every audited method (docs/contracts.md#audit-log): whom the caller
+acts for (`rapi:<user>`, `cli:<login>`, `job:<id>`; null: the entry names `uid:<uid>`)."""
+
+
 class CommonApi(Api):
     """The methods every Lockwarden socket answers, identified or not."""
 
@@ -148,8 +154,21 @@ class CommonApi(Api):
 
 
 class DaemonApi(CommonApi):
-    """What both daemons' sockets answer beyond the common methods: `backup`, which each
-    daemon implements over its own state (wconfd.backup, luxid.backup)."""
+    """What both daemons' sockets answer beyond the common methods: `query_audit` and
+    `backup`, which each daemon implements over its own state."""
+
+    @rpc(InvalidParams, StorageError, reissue=True)
+    def query_audit(
+        self,
+        since: float | None = None,
+        until: float | None = None,
+        actor: str | None = None,
+        target: str | None = None,
+        limit: Annotated[int, Meta(ge=0, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    ) -> list[AuditEntry]:
+        """This daemon's audit log (docs/contracts.md#audit-log): the entries with
+        `since <= ts < until` whose actor and target are the ones given (null: any), the
+        newest `limit`, newest last.  On wconfd, after `identify`."""
 
     @rpc(InvalidParams, StorageError)
     def backup(self, dir: BackupDir) -> BackupPart:

@@ -26,6 +26,21 @@ from client.errors import InvalidParams, PermissionDenied, RpcError
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__lw_rpc__"
+ACTOR_PARAM = "actor"
+"""The last param of every audited method: whom the caller acts for."""
+
+# What an audited method's entry names (docs/contracts.md#audit-log): a fixed target
+# ("queue"), or one made from the decoded params; the daemon may name it more exactly.
+AuditTarget = str | Callable[[Any], str]
+
+
+def target(prefix: str, param: str) -> Callable[[Any], str]:
+    """An audit target `<prefix>/<value of param>` (e.g. `job/42` from `job_id`)."""
+
+    def name(params: Any) -> str:
+        return f"{prefix}/{getattr(params, param)}"
+
+    return name
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,7 @@ class RpcOptions:
     identified: bool
     reissue: bool
     daemons_only: bool | str = False
+    audit: AuditTarget | None = None
 
 
 def rpc(
@@ -43,6 +59,7 @@ def rpc(
     identified: bool = True,
     reissue: bool = False,
     daemons_only: bool | str = False,
+    audit: AuditTarget | None = None,
 ) -> Callable[[F], F]:
     """Declare an RPC method.
 
@@ -58,6 +75,8 @@ def rpc(
     state rather than step it (acquire these pairs, free, intersect, downgrade, release a
     reservation: applied again against the restored table they change nothing more); and
     job reports, which luxid deduplicates by opcode index and log sequence.
+    `audit` records every call in the daemon's audit log (docs/contracts.md#audit-log)
+    under that target; such a method's last param must be `actor: Actor | None = None`.
     """
 
     declared = tuple(errors)
@@ -65,7 +84,7 @@ def rpc(
         declared = (PermissionDenied, *declared)
 
     def mark(func: F) -> F:
-        setattr(func, _MARK, RpcOptions(declared, identified, reissue, daemons_only))
+        setattr(func, _MARK, RpcOptions(declared, identified, reissue, daemons_only, audit))
         return func
 
     return mark
@@ -95,6 +114,18 @@ class MethodSpec:
     result_type: Any
     options: RpcOptions
     checks: tuple[tuple[str, Callable[[Any], None]], ...] = ()
+
+    @property
+    def audited(self) -> bool:
+        """Whether each call is recorded in the audit log."""
+        return self.options.audit is not None
+
+    def audit_target(self, params: Any) -> str:
+        """The target an entry of this call names unless the daemon says otherwise."""
+        rule = self.options.audit
+        if rule is None:
+            return ""
+        return rule if isinstance(rule, str) else rule(params)
 
     def decode_params(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Turn JSON params (by position or by name) into the params Struct.
@@ -192,6 +223,8 @@ def _spec_of(name: str, func: Callable[..., Any], options: RpcOptions) -> Method
     rule = options.daemons_only
     if isinstance(rule, str) and rule not in names:
         raise TypeError(f"{name}: daemons_only names {rule!r}, which is not one of its params")
+    if options.audit is not None and (not names or names[-1] != ACTOR_PARAM):
+        raise TypeError(f"{name}: an audited method's last param must be `{ACTOR_PARAM}`")
     params = msgspec.defstruct(f"{name}_params", fields, forbid_unknown_fields=True, kw_only=True)
     return MethodSpec(
         name=name,

@@ -14,8 +14,8 @@ import msgspec
 from msgspec import Meta
 
 from client.api import declare, numbers
-from client.api.common import DaemonApi
-from client.api.declare import rpc
+from client.api.common import AuditActor, DaemonApi
+from client.api.declare import rpc, target
 from client.api.numbers import Count, JobId, Seconds
 from client.api.opcodes import check_opcodes
 from client.api.wconfd import LockHolder
@@ -318,13 +318,15 @@ class LuxiApi(DaemonApi):
 
     # -- jobs ------------------------------------------------------------------------
 
-    @rpc(InvalidOpcode, QueueDrained, InvalidParams, StorageError)
-    def submit_job(self, ops: Job) -> int:
+    @rpc(InvalidOpcode, QueueDrained, InvalidParams, StorageError, audit="queue")
+    def submit_job(self, ops: Job, actor: AuditActor = None) -> int:
         """Queue a job (a list of opcodes); its id.  A job a REJECT rule applies to is
         stored as canceled before this returns."""
 
-    @rpc(InvalidParams, QueueDrained, StorageError)
-    def submit_many_jobs(self, jobs: list[list[Opcode]]) -> list[SubmitOutcome]:
+    @rpc(InvalidParams, QueueDrained, StorageError, audit="queue")
+    def submit_many_jobs(
+        self, jobs: list[list[Opcode]], actor: AuditActor = None
+    ) -> list[SubmitOutcome]:
         """Queue several jobs at once; per job [true, id] or [false, message]."""
 
     @rpc(InvalidParams, StorageError, reissue=True)
@@ -344,28 +346,30 @@ class LuxiApi(DaemonApi):
         """Return as soon as the fields differ from prev_values, newer log entries exist or
         the job is finalized; "nochange" at the timeout."""
 
-    @rpc(NotFound, StorageError)
-    def cancel_job(self, job_id: JobId, kill: bool = False) -> Verdict:
+    @rpc(NotFound, StorageError, audit=target("job", "job_id"))
+    def cancel_job(self, job_id: JobId, kill: bool = False, actor: AuditActor = None) -> Verdict:
         """Cancel a job: queued or waiting at once; running at its next safe point (SIGTERM),
         or at once with `kill` (SIGKILL, the job ends in error "killed")."""
 
-    @rpc(NotFound, InvalidParams, StorageError)
-    def change_job_priority(self, job_id: JobId, priority: numbers.Priority) -> Verdict:
+    @rpc(NotFound, InvalidParams, StorageError, audit=target("job", "job_id"))
+    def change_job_priority(
+        self, job_id: JobId, priority: numbers.Priority, actor: AuditActor = None
+    ) -> Verdict:
         """Change the priority of a queued or running job's remaining opcodes."""
 
-    @rpc(NotFound, StorageError)
-    def archive_job(self, job_id: JobId) -> bool:
+    @rpc(NotFound, StorageError, audit=target("job", "job_id"))
+    def archive_job(self, job_id: JobId, actor: AuditActor = None) -> bool:
         """Archive a finalized job; false if it is not finalized or already archived."""
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, audit="queue")
     def auto_archive_jobs(
-        self, age: float, timeout: Seconds | None = None
+        self, age: float, timeout: Seconds | None = None, actor: AuditActor = None
     ) -> Annotated[list[int], Meta(min_length=2, max_length=2)]:
         """Archive finalized jobs that ended more than `age` seconds ago, for at most
         `timeout` seconds; [archived, remaining]."""
 
-    @rpc(StorageError)
-    def set_drain_flag(self, flag: bool) -> bool:
+    @rpc(StorageError, audit="queue")
+    def set_drain_flag(self, flag: bool, actor: AuditActor = None) -> bool:
         """Set or clear the drain flag (while set, submits fail with QueueDrained)."""
 
     @rpc(reissue=True)
@@ -392,14 +396,20 @@ class LuxiApi(DaemonApi):
 
     # -- filters (docs/contracts.md#filters) -----------------------------------------
 
-    @rpc(FilterError, InvalidParams, StorageError)
+    @rpc(FilterError, InvalidParams, StorageError, audit="filter")
     def replace_filter(
-        self, uuid: str | None, priority: int, predicates: list[Any], action: Any, reason: list[Any]
+        self,
+        uuid: str | None,
+        priority: int,
+        predicates: list[Any],
+        action: Any,
+        reason: list[Any],
+        actor: AuditActor = None,
     ) -> str:
         """Add (uuid null, or a uuid not in use) or replace a filter rule; its uuid."""
 
-    @rpc(NotFound, StorageError)
-    def delete_filter(self, uuid: str) -> None:
+    @rpc(NotFound, StorageError, audit=target("filter", "uuid"))
+    def delete_filter(self, uuid: str, actor: AuditActor = None) -> None:
         """Remove a filter rule."""
 
     @rpc(NotFound, InvalidParams, reissue=True)
@@ -411,15 +421,15 @@ class LuxiApi(DaemonApi):
 
     # -- disruption budgets (docs/contracts.md#disruption-budgets) -------------------
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, audit=target("budget", "name"))
     def set_budget(
-        self, name: str, tags: list[str], max_disrupted: int, actor: str | None = None
+        self, name: str, tags: list[str], max_disrupted: int, actor: AuditActor = None
     ) -> BudgetRow:
         """Add a disruption budget, or replace the one of that name: at most
         `max_disrupted` of the instances carrying one of `tags` disrupted at once."""
 
-    @rpc(NotFound, StorageError)
-    def delete_budget(self, name: str, actor: str | None = None) -> None:
+    @rpc(NotFound, StorageError, audit=target("budget", "name"))
+    def delete_budget(self, name: str, actor: AuditActor = None) -> None:
         """Remove a disruption budget."""
 
     @rpc(reissue=True)
@@ -435,7 +445,7 @@ class LuxiApi(DaemonApi):
 
     # -- drains (docs/contracts.md#drains) -------------------------------------------
 
-    @rpc(NotFound, InvalidParams, StorageError)
+    @rpc(NotFound, InvalidParams, StorageError, audit=target("node", "node"))
     def drain_node(
         self,
         node: str,
@@ -444,6 +454,7 @@ class LuxiApi(DaemonApi):
         priority: int = 0,
         message: str = "",
         start_at: float | None = None,
+        actor: AuditActor = None,
     ) -> DrainStatus:
         """Drain a node's primary instances, at most max_parallel moves at once, before a
         deadline in seconds from now (null: none; 0: now); on a node already draining,
@@ -458,23 +469,26 @@ class LuxiApi(DaemonApi):
         for, the budgets that pace it, and waves = ceil(moves / min(max_parallel, the
         tightest budget)).  NotFound for an unknown node."""
 
-    @rpc(NotFound, StorageError)
-    def cancel_node_drain(self, node: str, keep_drained: bool = False) -> DrainStatus:
+    @rpc(NotFound, StorageError, audit=target("node", "node"))
+    def cancel_node_drain(
+        self, node: str, keep_drained: bool = False, actor: AuditActor = None
+    ) -> DrainStatus:
         """Cancel a node's drain: queued moves are canceled, running ones finish; the node's
         drained flag goes back to false unless keep_drained."""
 
-    @rpc(InvalidParams, StorageError)
+    @rpc(InvalidParams, StorageError, audit="queue")
     def drain_queue(
         self,
         mode: Literal["hard", "soft"] = "hard",
         deadline: float | None = None,
         message: str = "",
+        actor: AuditActor = None,
     ) -> DrainStatus:
         """Let the jobs accepted so far finish while new ones are refused (hard) or held
         (soft); at the deadline (seconds from now) cancel what is left."""
 
-    @rpc(StorageError)
-    def undrain_queue(self) -> None:
+    @rpc(StorageError, audit="queue")
+    def undrain_queue(self, actor: AuditActor = None) -> None:
         """End the queue drain: remove its filter rule, so held jobs start."""
 
     @rpc(reissue=True)

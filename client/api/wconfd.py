@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from client.api.common import DaemonApi, RoleInfo
+from client import audit
+from client.api.common import AuditActor, DaemonApi, RoleInfo
 from client.api.declare import rpc
 from client.api.numbers import Count, JobId, Priority, Seconds
 from client.errors import (
@@ -46,6 +47,16 @@ _OBJECT_WRITE_ERRORS = (
     AlreadyExists, ConfigValidationError, FilterError, LockNotHeld, InvalidParams, StorageError,
 )  # fmt: skip
 """What adding or replacing a configuration object may raise."""
+
+
+def object_target(params: Any) -> str:
+    """An object write's audit target as the call names it: its lock name from the kind
+    and the name (else uuid) given; wconfd names it from the stored object once planned."""
+    key = getattr(params, "key", None)
+    if key is None:
+        obj = params.object
+        key = obj.get("name") or obj.get("uuid") or "?"
+    return audit.object_target(params.kind, str(key))
 
 
 class Identity(msgspec.Struct, frozen=True):
@@ -250,8 +261,8 @@ class WConfdApi(DaemonApi):
     def list_clients(self) -> list[ClientInfo]:
         """Every known client with its locks, reservations, connections and waiting request."""
 
-    @rpc(daemons_only=True)
-    def cleanup_dead_clients(self) -> list[str]:
+    @rpc(daemons_only=True, audit="clients")
+    def cleanup_dead_clients(self, actor: AuditActor = None) -> list[str]:
         """Run the death check now; the ids of the clients released."""
 
     # -- configuration (docs/contracts.md#configuration) ------------------------------
@@ -274,18 +285,26 @@ class WConfdApi(DaemonApi):
         exist), or of every node, by name: computed from the instances that are up, so
         an opcode checks one node without reading every instance."""
 
-    @rpc(*_OBJECT_WRITE_ERRORS, daemons_only=True)
-    def add_object(self, kind: Kind, object: dict[str, Any]) -> Any:
+    @rpc(*_OBJECT_WRITE_ERRORS, daemons_only=True, audit=object_target)
+    def add_object(self, kind: Kind, object: dict[str, Any], actor: AuditActor = None) -> Any:
         """Add an object (uuid generated if absent); returns it as stored."""
 
-    @rpc(StaleObjectError, NotFound, *_OBJECT_WRITE_ERRORS, daemons_only=True)
-    def update_object(self, kind: Kind, object: dict[str, Any]) -> UpdateResult:
+    @rpc(StaleObjectError, NotFound, *_OBJECT_WRITE_ERRORS, daemons_only=True, audit=object_target)
+    def update_object(
+        self, kind: Kind, object: dict[str, Any], actor: AuditActor = None
+    ) -> UpdateResult:
         """Replace an object whose serial_no is the stored one (an identical retry counts as applied)."""
 
     @rpc(
-        NotFound, ConfigValidationError, LockNotHeld, InvalidParams, StorageError, daemons_only=True
+        NotFound,
+        ConfigValidationError,
+        LockNotHeld,
+        InvalidParams,
+        StorageError,
+        daemons_only=True,
+        audit=object_target,
     )
-    def remove_object(self, kind: Kind, key: str) -> None:
+    def remove_object(self, kind: Kind, key: str, actor: AuditActor = None) -> None:
         """Remove an object; refuses to leave dangling references."""
 
     @rpc(reissue=True)
@@ -321,8 +340,8 @@ class WConfdApi(DaemonApi):
         """Every control-plane node that is up and its role, the master first (its
         presence keys and the leader key in etcd; one entry on local files)."""
 
-    @rpc(InvalidParams, daemons_only=True)
-    def step_down(self, wait: Seconds = 5.0) -> RoleInfo:
+    @rpc(InvalidParams, daemons_only=True, audit="node")
+    def step_down(self, wait: Seconds = 5.0, actor: AuditActor = None) -> RoleInfo:
         """`lw cluster failover`: the master gives up its lease (a standby takes over) and
         waits up to `wait` s to see the new master; answers this node's role after.
         InvalidParams on local files, where no other node can take over."""

@@ -39,16 +39,24 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
+from client._server.etcd.audit import EtcdAudit
 from client._server.etcd.batching import MAX_TXN_BYTES, MAX_TXN_OPS, Change, change_size
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
 from client._server.etcd.fencing import FencedWriter
 from client._server.etcd.release import lost_data
-from client._server.etcd.wire import KeyValue, RequestOp, cmp_create
+from client._server.etcd.wire import KeyValue, RequestOp, cmp_create, prefix_end
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
-from wconfd.durable_state import DurableState, EventNote, LockChange, Record, Snapshot
+from wconfd.durable_state import (
+    AuditNote,
+    DurableState,
+    EventNote,
+    LockChange,
+    Record,
+    Snapshot,
+)
 from wconfd.locking.names import RELEASE
 from wconfd.storage.etcd_keys import (
     Keys,
@@ -78,21 +86,20 @@ class _Queued(NamedTuple):
 
 
 async def read_all(client: EtcdClient, keys: Keys) -> tuple[list[KeyValue], int]:
-    """Every key under the prefix, read at one revision (page by page), and the revision."""
-    kvs = []
-    first = await client.range(keys.root + "/", prefix=True, limit=PAGE)
-    revision = first.header.revision
-    kvs.extend(first.kvs)
-    more = first.more
-    while more:
-        page = await client.range(
-            kvs[-1].key + b"\0",
-            range_end=keys.root.encode() + b"0",  # the end of "<root>/"
-            limit=PAGE,
-            revision=revision,
-        )
-        kvs.extend(page.kvs)
-        more = page.more
+    """wconfd's keys (config, locks, reservations; not luxid's jobs nor the audit log),
+    read at one revision (page by page), and the revision."""
+    kvs: list[KeyValue] = []
+    revision = 0
+    for folder in (keys.config, keys.locks, keys.reservations):
+        end = prefix_end(folder)
+        start = folder
+        while True:
+            page = await client.range(start, range_end=end, limit=PAGE, revision=revision)
+            revision = revision or page.header.revision
+            kvs.extend(page.kvs)
+            if not page.more:
+                break
+            start = page.kvs[-1].key + b"\0"
     return kvs, revision
 
 
@@ -114,6 +121,7 @@ class EtcdStore:
         self.known_serial = known_serial
         self.writer = writer
         self.keys = Keys(prefix)
+        self.audit = EtcdAudit(client, prefix, "wconfd")
         self.node = node
         self.on_lost = on_lost
         # Told the seconds each committed batch took (the journal flush metric's etcd side).
@@ -158,6 +166,11 @@ class EtcdStore:
         self.nodes = decoded.nodes
         self._loaded = Loaded(snapshot, 0, [], 0, 0)
         self._broken = None
+
+    @property
+    def durable_seq(self) -> int:
+        """The seq of the last committed record (counted from this term's load)."""
+        return self._seq
 
     @property
     def durable_serial(self) -> int:
@@ -218,6 +231,8 @@ class EtcdStore:
             ops = config_ops(self.keys, record)
         elif isinstance(record, EventNote):
             ops = []  # events are numbered from the revision; etcd keeps none of wconfd's
+        elif isinstance(record, AuditNote):
+            ops = self.audit.put_ops(record.entries)
         else:
             raise StorageError(f"the etcd store cannot store {type(record).__name__} records")
         size = change_size(Change(tuple(ops)))

@@ -81,6 +81,11 @@ class DurableStore(Protocol[S, R]):
         ...
 
     @property
+    def durable_seq(self) -> int:
+        """The seq of the last durable record."""
+        ...
+
+    @property
     def snapshot_due(self) -> bool:
         """Whether enough records accumulated that a snapshot should be taken."""
         ...

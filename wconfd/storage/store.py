@@ -114,6 +114,11 @@ class LocalStore(Generic[S, R]):
     # ---------------------------------------------------------------- properties
 
     @property
+    def durable_seq(self) -> int:
+        """The seq of the last durable record."""
+        return self._durable_seq
+
+    @property
     def snapshot_seq(self) -> int:
         """The seq the current snapshot includes."""
         return self._snapshot_seq

@@ -262,8 +262,10 @@ class EtcdClient:
         serializable: bool = False,
         keys_only: bool = False,
         count_only: bool = False,
+        descending: bool = False,
     ) -> wire.RangeResponse:
-        """Read one key, a prefix or [key, range_end), at `revision` (0: the newest)."""
+        """Read one key, a prefix or [key, range_end), at `revision` (0: the newest);
+        `descending`: the last keys first."""
         k = wire.as_bytes(key)
         request = wire.RangeRequest(
             key=k,
@@ -273,6 +275,7 @@ class EtcdClient:
             serializable=serializable,
             keys_only=keys_only,
             count_only=count_only,
+            sort_order=wire.SORT_DESCEND if descending else 0,
         )
         return await self._call("/v3/kv/range", request, wire.RangeResponse, write=False)
 

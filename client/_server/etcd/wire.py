@@ -9,7 +9,7 @@ zero fields out too (`omit_defaults`), exactly as etcd's own gateway clients do.
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 import msgspec
 
@@ -67,6 +67,10 @@ class RangeRequest(_Request):
     serializable: bool = False
     keys_only: bool = False
     count_only: bool = False
+    sort_order: int = 0  # etcd's SortOrder: 0 none, 1 ascending, 2 descending (by key)
+
+
+SORT_DESCEND: Final = 2
 
 
 class RangeResponse(msgspec.Struct):

@@ -1,0 +1,159 @@
+"""Recording audited calls (docs/contracts.md#audit-log): the shell around client.audit.
+
+The dispatcher opens an `AuditCall` for every call of a method declared with `audit=`
+(parameters decoded and valid) and makes it the task's `current()` call.  A daemon whose
+change goes to its store may take the call's entry into the same durable write
+(`AuditCall.ride`): then the audit costs no write of its own.  Otherwise, once the method
+returns or raises, the dispatcher hands the entries to the daemon's `AuditBook` and waits
+until they are durable before answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from client.audit import RETENTION_DAYS, AuditEntry, Daemon, Query, actor_of
+
+
+class AuditCall:
+    """One audited call in flight: who (peer uid/pid, actor, own job), what, and whether
+    its entries are durable yet.  The daemon may name the target more exactly, give the
+    object's serials, or list one target per member (submit_many_jobs)."""
+
+    __slots__ = (
+        "actor", "daemon", "job_id", "members", "method", "pid", "recorded", "serial",
+        "target", "uid",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        method: str,
+        *,
+        actor: str | None,
+        uid: int,
+        pid: int,
+        job_id: int | None,
+        target: str,
+    ) -> None:
+        self.daemon: Daemon = daemon
+        self.method = method
+        self.actor = actor_of(actor, uid)
+        self.uid = uid
+        self.pid = pid
+        self.job_id = job_id
+        self.target = target
+        self.serial: list[int | None] | None = None
+        self.members: list[tuple[str, str]] | None = None  # (target, outcome) each
+        self.recorded = False
+
+    def entries(self, outcome: str, ts: float) -> list[AuditEntry]:
+        """The call's entries (seq 0: the store numbers them): one, or one per member,
+        each member's own outcome where it has one."""
+        if self.members is not None:
+            return [self._entry(target, own, ts, None) for target, own in self.members]
+        return [self._entry(self.target, outcome, ts, self.serial)]
+
+    def ride(self, ts: float) -> list[AuditEntry]:
+        """The call's entries for a change about to be written (outcome ok), to go in the
+        same durable write; `recorded` is set by the store once that write is durable."""
+        return self.entries("ok", ts)
+
+    def _entry(
+        self, target: str, outcome: str, ts: float, serial: list[int | None] | None
+    ) -> AuditEntry:
+        return AuditEntry(
+            0, ts, self.daemon, self.actor, self.uid, self.pid, self.job_id, self.method,
+            target, outcome, serial,
+        )  # fmt: skip
+
+
+_CURRENT: ContextVar[AuditCall | None] = ContextVar("lw_audit_call", default=None)
+
+
+def current() -> AuditCall | None:
+    """The audited call this task serves (None outside one)."""
+    return _CURRENT.get()
+
+
+class AuditBook(Protocol):
+    """Where a daemon keeps its entries (its own store: journal, SQLite or etcd)."""
+
+    def record(self, entries: list[AuditEntry]) -> Awaitable[None]:
+        """Number `entries` and make them durable (StorageError if they cannot be)."""
+        ...
+
+    def query(self, query: Query) -> Awaitable[list[AuditEntry]]:
+        """The entries `query` asks for, newest last."""
+        ...
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """A daemon's audit options: `--audit-retention DAYS`, and `--no-audit` (only to
+    measure what auditing costs)."""
+
+    days: float = RETENTION_DAYS
+    enabled: bool = True
+
+    @classmethod
+    def from_args(cls, args: Any) -> AuditSettings:
+        """From the parsed daemon options (client._server.runner.daemon_parser)."""
+        return cls(args.audit_retention, not args.no_audit)
+
+
+@dataclass(frozen=True)
+class Auditing:
+    """What the dispatcher needs to audit a daemon's calls: its name, its book, the
+    clock, and how to find the caller's own job (None when it has none)."""
+
+    daemon: Daemon
+    book: AuditBook
+    job_of: Callable[[Any, Any], int | None]  # (connection, guard's caller) -> job id
+    clock: Callable[[], float]
+
+    async def around(
+        self,
+        method: str,
+        conn: Any,
+        caller: Any,
+        actor: str | None,
+        target: str,
+        run: Callable[[], Coroutine[Any, Any, Any]],
+    ) -> Any:
+        """Run the call as the task's current audited call; record its entries (unless
+        its change carried them) before its answer, with its error type when it fails."""
+        call = AuditCall(
+            self.daemon,
+            method,
+            actor=actor,
+            uid=conn.peer.uid,
+            pid=conn.peer.pid,
+            job_id=self.job_of(conn, caller),
+            target=target,
+        )
+        # The call runs in a context of its own, where it is the current call: a context
+        # variable set in the caller's would outlive the call (and on Python 3.11 the
+        # server takes a call's first step in the loop's own context).
+        context = contextvars.copy_context()
+        context.run(_CURRENT.set, call)
+        try:
+            result = await asyncio.get_running_loop().create_task(run(), context=context)
+        except Exception as exc:  # a cancelled call (its caller gone) is not answered
+            if not call.recorded:
+                await self.book.record(call.entries(_outcome(exc), self.clock()))
+            raise
+        if not call.recorded:
+            await self.book.record(call.entries("ok", self.clock()))
+        return result
+
+
+def _outcome(exc: BaseException) -> str:
+    """An entry's outcome for a call that raised: the error's wire type."""
+    type_name = getattr(exc, "type_name", None)
+    return type_name if isinstance(type_name, str) else "InternalError"
