@@ -68,9 +68,7 @@ def test_luxid_calls_record_jobs_and_luxid_writes_carry_the_callers_actor(stack:
         outcomes = lc.submit_many_jobs(jobs=[[delay(0)], [{"OP_ID": "OP_NO_SUCH"}]])
         with pytest.raises(errors.NotFound):
             lc.cancel_job(job_id=999_999)
-        uuid = lc.replace_filter(
-            uuid=None, priority=5, predicates=[], action="ACCEPT", reason=[]
-        )
+        uuid = lc.replace_filter(uuid=None, priority=5, predicates=[], action="ACCEPT", reason=[])
         lc.set_drain_flag(flag=False)
     stack.wait_final(job)
     found = [
@@ -88,7 +86,9 @@ def test_luxid_calls_record_jobs_and_luxid_writes_carry_the_callers_actor(stack:
     # luxid wrote the rule into wconfd's configuration for bob: wconfd names him too.
     (written,) = entries(stack.wc, target=f"filter/{uuid}")
     assert (written["method"], written["actor"], written["serial"]) == (
-        "add_object", "rapi:bob", [None, 1]
+        "add_object",
+        "rapi:bob",
+        [None, 1],
     )
     assert written["uid"] == os.getuid() and written["pid"] == stack.luxid.pid
 
