@@ -48,6 +48,18 @@ class AuditEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     serial: list[int | None] | None = None
 
 
+def number_entries(entries: Iterable[AuditEntry], last: int) -> list[AuditEntry]:
+    """`entries` numbered one above `last`, in order; an entry that has its seq already
+    (one a copy carries from another store) keeps it."""
+    numbered = []
+    for entry in entries:
+        if entry.seq <= 0:
+            last += 1
+            entry = msgspec.structs.replace(entry, seq=last)
+        numbered.append(entry)
+    return numbered
+
+
 def actor_of(actor: str | None, uid: int) -> str:
     """The actor an entry names: the caller's word, else `uid:<uid>`."""
     return actor if actor is not None else f"uid:{uid}"

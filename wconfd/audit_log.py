@@ -20,7 +20,7 @@ from typing import Final, Protocol
 
 import msgspec
 
-from client._server.audit_sql import AuditDb
+from client._server.audit_sql import AuditDb, copy_file, select_file, write_file
 from client._server.etcd.audit import EtcdAudit
 from client.audit import RETENTION_COUNT, AuditEntry, Query, object_target
 from wconfd.config import ConfigChange, ConfigState
@@ -59,6 +59,10 @@ class AuditReader(Protocol):
 
     def query(self, query: Query) -> Awaitable[list[AuditEntry]]: ...
 
+    def export(self, target: Path) -> Awaitable[None]:
+        """Write every entry to a new audit file (a backup's)."""
+        ...
+
 
 class WconfdAudit:
     """wconfd's AuditBook: numbers entries, journals them through `commit` (a standalone
@@ -91,6 +95,10 @@ class WconfdAudit:
     def query(self, query: Query) -> Awaitable[list[AuditEntry]]:
         return self.reader.query(query)
 
+    def export(self, target: Path) -> Awaitable[None]:
+        """Write every entry to a new audit file `target` (a backup's)."""
+        return self.reader.export(target)
+
     def durable(self, note: AuditNote) -> None:
         """A note is durable: keep it in the local file (retention now and then)."""
         if self.db is None:
@@ -108,13 +116,16 @@ class WconfdAudit:
 
 
 class LocalReader:
-    """Queries answered from the local file."""
+    """Queries answered from the local file, on a connection and thread of their own."""
 
     def __init__(self, db: AuditDb) -> None:
-        self.db = db
+        self.path = db.path
 
     async def query(self, query: Query) -> list[AuditEntry]:
-        return self.db.select(query)
+        return await asyncio.to_thread(select_file, self.path, query)
+
+    async def export(self, target: Path) -> None:
+        await asyncio.to_thread(copy_file, self.path, target)
 
 
 class _NoEntries:
@@ -122,6 +133,9 @@ class _NoEntries:
 
     async def query(self, query: Query) -> list[AuditEntry]:
         return []
+
+    async def export(self, target: Path) -> None:
+        await asyncio.to_thread(write_file, target, [])
 
 
 NO_ENTRIES: Final = _NoEntries()

@@ -6,18 +6,21 @@ committed in etcd), and the event loop is the only thread that changes it, so en
 it in one loop step takes it at one serial, on local files and on etcd alike.  The file
 is `wconfd.snapshot.json` (wconfd.storage.snapshot), so the backup's part is itself a
 state directory wconfd can start from, and `lw store copy` reads it with the store's
-own code.  (The audit log, once it exists, is one more file written here.)
+own code.  The audit log goes beside it as `audit.sqlite` (wconfd.audit_log), every entry
+durable when the backup starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 from client._server import backups
 from client.api.common import BackupPart
 from client.errors import StorageError
+from wconfd.audit_log import AUDIT_FILE, WconfdAudit
 from wconfd.durable_state import DurableState
 from wconfd.storage.fileops import FileOps
 from wconfd.storage.snapshot import encode_snapshot, write_atomic
@@ -36,22 +39,33 @@ class Backups:
     """Implements `backup` (client.api.common) over the serving state (`state()`, read per call: a
     new term installs a new one) into `<state_dir>/backups/`."""
 
-    def __init__(self, state_dir: Path, state: Callable[[], DurableState]) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        state: Callable[[], DurableState],
+        audit: Callable[[], WconfdAudit | None],
+    ) -> None:
         self.state_dir = state_dir
         self.state = state
+        self.audit = audit
 
     async def backup(self, client: object, dir: str) -> BackupPart:
         state = self.state()
         body = state.snapshot_json()  # one loop step: one serial
         serial = state.config.serial_no
-        loop = asyncio.get_running_loop()
+        book = self.audit()
+        files = [SNAPSHOT_FILE]
         try:
-            folder, files = await loop.run_in_executor(None, self._write, dir, body)
-        except OSError as exc:
+            folder = await asyncio.to_thread(self._write, dir, body)
+            if book is not None:
+                await book.export(folder / AUDIT_FILE)
+                files.append(AUDIT_FILE)
+            hashes = await asyncio.to_thread(backups.hashes, folder, files)
+        except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot write the backup: {exc}") from None
-        return BackupPart(path=str(folder), files=files, serial=serial)
+        return BackupPart(path=str(folder), files=hashes, serial=serial)
 
-    def _write(self, dir: str, body: bytes) -> tuple[Path, dict[str, str]]:
+    def _write(self, dir: str, body: bytes) -> Path:
         folder = backups.prepare(self.state_dir, dir)
         write_snapshot(folder, body)
-        return folder, backups.hashes(folder, [SNAPSHOT_FILE])
+        return folder

@@ -111,7 +111,11 @@ class WConfd:
         self.failover = failover
         self.methods: dict[str, Handler] = {}  # the dispatch table, rebuilt in place per term
         self.clients = ClientRegistry(self._holds_anything, self._client_died, sweep_interval)
-        self.backups = Backups(backup_dir or state_dir or Path("."), lambda: self.persistence.state)
+        self.backups = Backups(
+            backup_dir or state_dir or Path("."),
+            lambda: self.persistence.state,
+            lambda: self.persistence.audit,
+        )
         if state_dir is not None:
             local = open_local_store(state_dir)
             store: DurableStore[Snapshot, Record] = local

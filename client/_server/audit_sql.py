@@ -5,18 +5,16 @@ state directory).
 
 from __future__ import annotations
 
-import logging
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 import msgspec
 
 from client.audit import AuditEntry, Query
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
+from client.backup import fsync_dir
 
 SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS audit ("
@@ -78,6 +76,70 @@ def prune(db: sqlite3.Connection, now: float, days: float, count: int) -> int:
         "DELETE FROM audit WHERE ts < ? OR seq <= ?", (now - days * DAY, newest - count)
     )
     return cur.rowcount
+
+
+def select_file(path: Path, query: Query) -> list[AuditEntry]:
+    """`select` on a connection of its own (read only; WAL lets it read beside the
+    writer): for a thread other than the writer's."""
+    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return select(db, query)
+    finally:
+        db.close()
+
+
+def copy_file(path: Path, target: Path) -> None:
+    """Copy the audit file at `path` (while it is written) to a new file `target`: one
+    read transaction (SQLite's online backup), written durably, then renamed."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    source = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        copy = sqlite3.connect(tmp)
+        try:
+            source.backup(copy)
+            copy.execute("PRAGMA journal_mode=DELETE")  # no -wal beside the copy
+        finally:
+            copy.close()
+    finally:
+        source.close()
+    _sync_and_rename(tmp, target)
+
+
+def read_file(path: Path) -> list[AuditEntry]:
+    """Every entry of an audit file, oldest first (none when the file does not exist)."""
+    if not path.exists():
+        return []
+    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return [_DECODE(blob) for (blob,) in db.execute("SELECT entry FROM audit ORDER BY seq")]
+    finally:
+        db.close()
+
+
+def write_file(path: Path, entries: Iterable[AuditEntry]) -> None:
+    """A new audit file at `path` holding `entries` (numbered), written durably under a
+    temporary name and then renamed (a backup's, a copy's)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp)
+    try:
+        create(db)
+        with db:
+            insert(db, entries)
+    finally:
+        db.close()
+    _sync_and_rename(tmp, path)
+
+
+def _sync_and_rename(tmp: Path, path: Path) -> None:
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+    fsync_dir(path.parent)
 
 
 class AuditDb:

@@ -11,9 +11,9 @@ id allocated and the queue's settings (the drain flag).  It is read
   committed (the caller holds the store's writer, `EtcdJobStore.paused`, when it serves);
 
 and written into an empty store through the seam (`write_store`): the jobs inserted in id
-order, the archived ones archived, the settings set and the id counter raised to the
-dump's, so the next job id continues.  Events are not carried: they tell of changes, and
-a store starts its own.
+order, the archived ones archived, the audit entries with their seqs, the settings set
+and the id counter raised to the dump's, so the next job id continues.  Events are not
+carried: they tell of changes, and a store starts its own.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from typing import Final
 
 from msgspec.structs import replace
 
+from client._server.etcd.audit import EtcdAudit
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.wire import KeyValue, prefix_end
+from client.audit import RETENTION_COUNT, AuditEntry, Query
 from luxid.jobs.model import Job
 from luxid.storage.base import JobStore
 from luxid.storage.etcd_keys import JobKeys, decode_job, decode_log
@@ -39,15 +41,18 @@ QUEUE_META: Final = ("drained",)
 """The queue's durable settings a copy carries (luxid.queue's drain flag)."""
 PAGE: Final = 1000
 CHUNK: Final = 500  # jobs per write transaction of a copy
+AUDIT_CHUNK: Final = 100  # audit entries per write transaction of a copy (keys, on etcd)
 
 
 @dataclass
 class JobsDump:
-    """A job store's content: every job by id, the id counter, the queue's settings."""
+    """A job store's content: every job by id, the id counter, the queue's settings, and
+    the audit log (its entries keep their seqs)."""
 
     last_job_id: int
     jobs: list[Job] = field(default_factory=list)
     meta: dict[str, int] = field(default_factory=dict)
+    audit: list[AuditEntry] = field(default_factory=list)
 
 
 def backup_sqlite(source: Path, target: Path) -> int:
@@ -84,11 +89,12 @@ def read_store(store: JobStore) -> JobsDump:
     for start in range(1, last + 1, CHUNK):
         found = store.load_jobs(range(start, min(start + CHUNK, last + 1)))
         jobs += [found[i] for i in sorted(found)]
-    return JobsDump(last, jobs, {key: store.meta(key) for key in QUEUE_META})
+    audit = store.query_audit(Query(limit=RETENTION_COUNT))
+    return JobsDump(last, jobs, {key: store.meta(key) for key in QUEUE_META}, audit)
 
 
 async def read_etcd(client: EtcdClient, keys: JobKeys) -> JobsDump:
-    """Everything under `keys`' prefix, read at one revision."""
+    """Everything under `keys`' prefix, read at one revision, and luxid's audit log."""
     first = await client.range(keys.root, range_end=prefix_end(keys.root), limit=1)
     revision = first.header.revision
     logs: dict[int, list[KeyValue]] = {}
@@ -110,7 +116,8 @@ async def read_etcd(client: EtcdClient, keys: JobKeys) -> JobsDump:
     last = 0
     for kv in (await client.range(keys.next_id, revision=revision)).kvs:
         last = int(kv.value)
-    return JobsDump(last, [jobs[i] for i in sorted(jobs)], meta)
+    audit = await EtcdAudit(client, keys.prefix, "luxid").every()
+    return JobsDump(last, [jobs[i] for i in sorted(jobs)], meta, audit)
 
 
 async def _scan(client: EtcdClient, prefix: bytes, revision: int) -> AsyncIterator[KeyValue]:
@@ -133,6 +140,9 @@ def write_store(dump: JobsDump, store: JobStore) -> None:
         with store.transaction() as tx:
             tx.insert(replace(job, archived=False) if job.archived else job for job in chunk)
             tx.archive([job.id for job in chunk if job.archived])
+    for start in range(0, len(dump.audit), AUDIT_CHUNK):
+        with store.transaction() as tx:
+            tx.append_audit(dump.audit[start : start + AUDIT_CHUNK])
     with store.transaction() as tx:
         for key, value in dump.meta.items():
             tx.set_meta(key, value)

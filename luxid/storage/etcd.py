@@ -47,7 +47,7 @@ from client._server.etcd.url import EtcdStoreUrl
 from client._server.etcd.wire import KeyValue, RequestOp, op_delete, op_put, prefix_end
 from client._server.write_placement import SyncMode
 from client.api.common import Event
-from client.audit import AuditEntry, Query
+from client.audit import AuditEntry, Query, number_entries
 from client.events import EventRing, Retention
 from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.storage.dump import JobsDump, read_etcd
@@ -139,11 +139,10 @@ class EtcdTransaction:
         self.pruned = drop
 
     def append_audit(self, entries: Iterable[AuditEntry]) -> None:
-        """Store audit entries, one key each, numbered one above the last stored."""
-        first = self.audit_seq + 1
-        numbered = [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
+        """Store audit entries, one key each (client.audit.number_entries)."""
+        numbered = number_entries(entries, self.audit_seq)
         if numbered:
-            self.audit_seq += len(numbered)
+            self.audit_seq = max([self.audit_seq, *(e.seq for e in numbered)])
             self._add(Change(tuple(self._store.audit.put_ops(numbered))))
 
     def insert(self, jobs: Iterable[Job]) -> None:

@@ -57,6 +57,7 @@ class JobKeys:
     """The key names under one prefix (`P/jobs/...`)."""
 
     def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
         self.root = f"{prefix.rstrip('/')}/jobs/".encode()
         self.next_id = self.root + b"next_id"
         self.master = self.root + b"master"

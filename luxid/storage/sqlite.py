@@ -40,7 +40,7 @@ from client import errors
 from client._server import audit_sql
 from client._server.write_placement import SyncMode
 from client.api.common import Event
-from client.audit import RETENTION_COUNT, AuditEntry, Query
+from client.audit import RETENTION_COUNT, AuditEntry, Query, number_entries
 from client.events import EventRing, Retention, numbered
 from client.vocabulary import FINALIZED_STATUSES
 from luxid.jobs.model import Job, LogEntry, job_status
@@ -144,11 +144,10 @@ class SqliteTransaction:
     # --- inserts
 
     def append_audit(self, entries: Iterable[AuditEntry]) -> None:
-        """Number the entries one above the last and store them with this transaction."""
-        first = self._last_audit + 1
-        numbered = [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
+        """Store the entries with this transaction (client.audit.number_entries)."""
+        numbered = number_entries(entries, self._last_audit)
         audit_sql.insert(self._conn, numbered)
-        self._last_audit += len(numbered)
+        self._last_audit = max([self._last_audit, *(e.seq for e in numbered)])
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; each id must be above every id ever inserted, and the counter

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from client import LuxiClient, errors
+from client._server.audit_sql import read_file
 from client.backup import sha256_file
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,7 +66,11 @@ def test_backup_answers_path_files_and_its_point(stack: Stack) -> None:
     folder = Path(w.path)
     assert folder == (stack.wconfd.state_dir / "backups" / "b1").resolve()
     assert w.serial == stack.wc.get_config()["serial_no"]
-    assert w.files == {"wconfd.snapshot.json": sha256_file(folder / "wconfd.snapshot.json")}
+    assert w.files == {
+        name: sha256_file(folder / name) for name in ("wconfd.snapshot.json", "audit.sqlite")
+    }
+    # The audit log comes along: every entry so far (here: the node's add).
+    assert [e.method for e in read_file(folder / "audit.sqlite")] == ["add_object"]
     assert snapshot_serial(folder / "wconfd.snapshot.json") == w.serial
     snapshot = json.loads((folder / "wconfd.snapshot.json").read_bytes())["state"]
     assert [e[1:] for e in snapshot["reservations"]["entries"]] == [["mac", "aa:00:00:00:00:01"]]

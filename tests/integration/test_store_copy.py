@@ -72,6 +72,13 @@ def state_of(wconfd_socket: Path, luxid_socket: Path) -> dict[str, Any]:
             "jobs": [r[:3] for r in rows],
             "all_jobs": archived,
             "drained": lc.query_queue_info().drained,
+            # The audit log, entries with their seqs; a failover at DST adds its own.
+            "audit": [
+                msgspec.to_builtins(e)
+                for client in (wc, lc)
+                for e in client.query_audit(limit=100_000)
+                if e.method != "failover"
+            ],
         }
 
 
@@ -94,6 +101,7 @@ def test_backup_of_serving_daemons_restores_into_a_new_state_dir(
     stack = Stack(daemon_factory)
     populate(stack)
     before = state_of(stack.wconfd.socket, stack.luxid.socket)
+    assert {e["daemon"] for e in before["audit"]} == {"wconfd", "luxid"}
     backups = tmp_path / "backups"
     backups.mkdir()
     out = lw("--run-dir", str(stack.wconfd.run_dir), "backup", str(backups)).stdout.strip()
@@ -101,7 +109,11 @@ def test_backup_of_serving_daemons_restores_into_a_new_state_dir(
     assert path.parent == backups
     assert re.fullmatch(r"lockwarden-backup-\d{8}T\d{6}Z", path.name)
     manifest = verify(path)
-    assert set(manifest.files) == {"wconfd/wconfd.snapshot.json", "luxid/jobs.sqlite"}
+    assert set(manifest.files) == {
+        "wconfd/wconfd.snapshot.json",
+        "wconfd/audit.sqlite",
+        "luxid/jobs.sqlite",
+    }
     assert manifest.wconfd.serial == before["config"]["serial_no"]
     assert manifest.luxid.last_job_id == 3
     assert abs(manifest.created - time.time()) < 60
@@ -176,7 +188,7 @@ def test_each_refusal_names_its_cause_and_changes_nothing(
     # --force replaces DST whole: the stranger's file goes, the backup's state comes.
     lw("store", "copy", "--from", str(backup), "--to", str(full), "--force")
     assert sorted(p.name for p in full.iterdir()) == [
-        "jobs.sqlite", "luxid.lock", "wconfd.lock", "wconfd.snapshot.json"
+        "audit.sqlite", "jobs.sqlite", "luxid.lock", "wconfd.lock", "wconfd.snapshot.json"
     ]  # fmt: skip
     stack.close()
 

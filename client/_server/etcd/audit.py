@@ -6,11 +6,14 @@ back for `query_audit`, and applies retention.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 from typing import Final
 
 import msgspec
 
+from client._server.audit_sql import write_file
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.wire import RequestOp, op_put
 from client.audit import RETENTION_COUNT, AuditEntry, Daemon, Query
@@ -62,6 +65,22 @@ class EtcdAudit:
                 break
             end = page.kvs[-1].key
         return found[::-1]
+
+    async def every(self) -> list[AuditEntry]:
+        """Every entry, oldest first (a backup's, a copy's)."""
+        found: list[AuditEntry] = []
+        start = self.root
+        while True:
+            page = await self.client.range(start, range_end=self._end, limit=PAGE)
+            found += [_DECODE(kv.value) for kv in page.kvs]
+            if not page.more or not page.kvs:
+                return found
+            start = page.kvs[-1].key + b"\0"
+
+    async def export(self, target: Path) -> None:
+        """Write every entry to a new audit file `target` (client._server.audit_sql)."""
+        entries = await self.every()
+        await asyncio.to_thread(write_file, target, entries)
 
     async def prune(self, days: float, count: int = RETENTION_COUNT) -> int:
         """Delete what retention no longer keeps (older than `days`, beyond the newest
