@@ -120,7 +120,10 @@ class JobRunner:
         self.job_id = job_id
         # luxid: `report` decides how long to wait (HELLO_PATIENCE, JOB_PATIENCE).  wconfd
         # must exist while a job runs: its stub waits out a restart, even at the start.
-        self.luxi = LuxiClient(paths.luxid_socket(run_dir), patience=HELLO_PATIENCE)
+        # Its audited luxid calls (a job that submits jobs) act for the job, as wconfd's do.
+        self.luxi = LuxiClient(
+            paths.luxid_socket(run_dir), patience=HELLO_PATIENCE, actor=f"job:{job_id}"
+        )
         self.wconfd_socket = paths.wconfd_socket(run_dir)
         self.wconfd = WConfdClient(self.wconfd_socket, job_id=job_id, expect_daemon=True)
         self.signals = JobSignals()
