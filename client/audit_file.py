@@ -1,5 +1,6 @@
 """lw-rapi's own audit file (docs/contracts.md#audit-log): the entries of RAPI user and
-token changes, in `audit.sqlite` beside `rapi_users` and `rapi_tokens`.
+token changes, in `rapi_audit.sqlite` beside `rapi_users` and `rapi_tokens` (not the
+daemons' `audit.sqlite`: a development stack's lw-rapi shares their state directory).
 
 Two kinds of process write it, `lw rapi-user` (an operator, often root) and lw-rapi
 (`POST /2/tokens`), so an append numbers its entry inside one write transaction
@@ -26,7 +27,7 @@ import msgspec
 from client.audit import RETENTION_COUNT, RETENTION_DAYS, AuditEntry, Query, newest
 from client.rapi_users import owned_like_directory
 
-AUDIT_FILE: Final = "audit.sqlite"
+AUDIT_FILE: Final = "rapi_audit.sqlite"
 TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS audit ("
     " seq INTEGER PRIMARY KEY, ts REAL NOT NULL, actor TEXT NOT NULL,"

@@ -74,7 +74,7 @@ def _rapi_state_dir() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rapi-state-dir",
         metavar="DIR",
-        help="lw-rapi's state directory, holding rapi_users, rapi_tokens and audit.sqlite "
+        help="lw-rapi's state directory, holding rapi_users, rapi_tokens and rapi_audit.sqlite "
         "(default: "
         "$LW_RAPI_STATE_DIR, else /var/lib/lockwarden-rapi if it exists, else the state "
         "directory)",
