@@ -176,18 +176,13 @@ def audit_command(b: Any, top: Any) -> None:
         "token changes from lw-rapi's audit file where it is readable, merged by time,\n"
         "newest last.  See docs/contracts.md#audit-log.",
     )
-    audit.add_argument(
-        "--since",
-        type=past_time,
-        metavar="D|TIME",
-        help="entries from then on: a duration ago (1h, 2d) or an ISO 8601 time",
-    )
-    audit.add_argument(
-        "--until",
-        type=past_time,
-        metavar="D|TIME",
-        help="entries before then: a duration ago or an ISO 8601 time",
-    )
+    for option, which in (("--since", "from then on"), ("--until", "before then")):
+        audit.add_argument(
+            option,
+            type=past_time,
+            metavar="D|TIME",
+            help=f"entries {which}: a duration ago (1h, 2d) or an ISO 8601 time",
+        )
     audit.add_argument(
         "--actor", metavar="A", help="only this actor (cli:root, rapi:alice, job:42)"
     )
