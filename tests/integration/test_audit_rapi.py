@@ -6,6 +6,7 @@ changes; `lw audit` prints the same merge, and its filters work."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -117,3 +118,20 @@ def test_lw_audit_merges_both_daemons_and_the_rapi_file(stack: Any) -> None:
     assert len(table) == len(entries) + 1
     assert "rapi_user_remove" in table[-1] and "rapi-user/carol" in table[-1]
     assert "--since" in cli.fails(2, "audit", "--since", "last tuesday")
+
+    garbled = stack.wconfd.state_dir.parent / "other-rapi"
+    garbled.mkdir()
+    (garbled / "rapi_audit.sqlite").write_bytes(b"not a database " * 100)
+    done = cli("audit", "--json", "--rapi-state-dir", str(garbled))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "not readable" in done.stderr and "RAPI user and token changes are left out" in done.stderr
+    )
+    assert json.loads(done.stdout) == [e for e in entries if e["daemon"] != "rapi"]
+
+
+def test_lw_rapi_user_fails_when_its_audit_entry_cannot_be_written(tmp_path: Path) -> None:
+    cli = Lw(tmp_path / "run", tmp_path / "state")
+    (tmp_path / "state" / "rapi_audit.sqlite").mkdir(parents=True)  # no file can be there
+    err = cli.fails(1, "rapi-user", "add", "dave", "--password-stdin", input="d-pw\n")
+    assert "rapi-user/dave: changed, but its audit entry could not be written" in err
