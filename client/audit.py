@@ -5,9 +5,8 @@ that read them; pure, no I/O.
 
 from __future__ import annotations
 
-import os
-import pwd
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import Final, Literal
 
 import msgspec
@@ -22,6 +21,11 @@ DEFAULT_LIMIT: Final = 1000
 MAX_LIMIT: Final = 100_000
 
 Daemon = Literal["wconfd", "luxid", "rapi"]
+
+ACTING_FOR: ContextVar[str | None] = ContextVar("lw_acting_for", default=None)
+"""Whom the code running now acts for: set by a daemon for the length of an audited call,
+so the calls it makes on that caller's behalf (luxid's writes to wconfd) name the same
+actor (the stubs fill it in where a call names none)."""
 
 
 class AuditEntry(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -47,17 +51,6 @@ class AuditEntry(msgspec.Struct, frozen=True, omit_defaults=True):
 def actor_of(actor: str | None, uid: int) -> str:
     """The actor an entry names: the caller's word, else `uid:<uid>`."""
     return actor if actor is not None else f"uid:{uid}"
-
-
-def cli_actor() -> str:
-    """What `lw` says it acts for: `cli:<name of its real uid>` (`cli:uid:<n>` for a uid
-    with no passwd entry)."""
-    uid = os.getuid()
-    try:
-        name = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        name = f"uid:{uid}"
-    return f"cli:{name}"[:ACTOR_MAX]
 
 
 class Query(msgspec.Struct, frozen=True):

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 
 import msgspec
 import psutil
+
+from client.audit import ACTOR_MAX
 
 # Start times are compared within this tolerance (psutil derives them from clock ticks).
 START_TIME_TOLERANCE = 1.0
@@ -85,3 +88,14 @@ def is_alive(key: ProcessKey) -> bool:
         return False
     state, start = stat
     return abs(start - key.start_time) <= START_TIME_TOLERANCE and state not in ("Z", "X")
+
+
+def cli_actor() -> str:
+    """Whom `lw` acts for in the audit log (docs/contracts.md#audit-log): `cli:<name of its
+    real uid>` (`cli:uid:<n>` for a uid with no passwd entry)."""
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = f"uid:{uid}"
+    return f"cli:{name}"[:ACTOR_MAX]

@@ -35,6 +35,7 @@ import msgspec
 
 from client import errors, paths
 from client.api.declare import ACTOR_PARAM, Api, MethodSpec
+from client.audit import ACTING_FOR
 from client.protocol import Response, decode_response, encode
 
 _RECV = 256 * 1024
@@ -104,11 +105,13 @@ class _StubBase:
     def _params(
         self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, Any]:
-        """A call's params by name, with the stub's `actor` for an audited method whose
-        call names none."""
+        """A call's params by name; an audited method's call that names no actor acts
+        for whom the code acts for (client.audit.ACTING_FOR), else for the stub's own."""
         params = spec.encode_params(args, kwargs)
-        if self.actor is not None and spec.audited and params.get(ACTOR_PARAM) is None:
-            params[ACTOR_PARAM] = self.actor
+        if spec.audited and params.get(ACTOR_PARAM) is None:
+            actor = ACTING_FOR.get() or self.actor
+            if actor is not None:
+                params[ACTOR_PARAM] = actor
         return params
 
     def _call_timeout(self, spec: MethodSpec, params: dict[str, Any]) -> float | None:

@@ -120,7 +120,6 @@ class JobRunner:
         self.job_id = job_id
         # luxid: `report` decides how long to wait (HELLO_PATIENCE, JOB_PATIENCE).  wconfd
         # must exist while a job runs: its stub waits out a restart, even at the start.
-        # Its audited luxid calls (a job that submits jobs) act for the job, as wconfd's do.
         self.luxi = LuxiClient(
             paths.luxid_socket(run_dir), patience=HELLO_PATIENCE, actor=f"job:{job_id}"
         )

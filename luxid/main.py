@@ -9,6 +9,7 @@ from pathlib import Path
 
 from client import paths
 from client._server import sdnotify
+from client._server.audit import AuditSettings
 from client._server.etcd.errors import AccessRefused
 from client._server.roles import Role, SingleNode
 from client._server.runner import (
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 store, spawner, args.sweep_interval, paths.wconfd_socket(run_dir),
                 role=role, drain_kill_after=args.drain_kill_after,
                 event_retention=args.event_retention, backup_dir=state_dir,
+                audit=AuditSettings.from_args(args),
             )  # fmt: skip
 
         server = RpcServer(

@@ -226,6 +226,7 @@ class JobProcesses:
     ) -> None:
         self._on_exit = on_exit
         self._jobs: dict[ProcessKey, int] = {}
+        self._by_pid: dict[int, int] = {}  # pid -> job id, of the processes watched
         self.watcher = ProcessWatcher(self._died, sweep_interval)
         self.spawner = make_spawner(self)
 
@@ -257,7 +258,12 @@ class JobProcesses:
     def attach(self, job_id: int, key: ProcessKey) -> None:
         """Watch an existing job process (one started by a previous luxid, too)."""
         self._jobs[key] = job_id
+        self._by_pid[key.pid] = job_id
         self.watcher.watch(key)
+
+    def job_of_pid(self, pid: int) -> int | None:
+        """The job whose watched process has `pid` (None: no job's)."""
+        return self._by_pid.get(pid)
 
     def watch_child(self, key: ProcessKey) -> None:
         """Watch a helper child (the zygote) only to reap it."""
@@ -271,5 +277,7 @@ class JobProcesses:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(key.pid, os.WNOHANG)  # our child (plain exec, zygote): reap it
         job_id = self._jobs.pop(key, None)
+        if self._by_pid.get(key.pid) == job_id:
+            self._by_pid.pop(key.pid, None)
         if job_id is not None:
             self._on_exit(job_id, key)

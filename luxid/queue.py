@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from client import errors
+from client._server.audit import AuditCall
 from client._server.event_log import EventLog
 from client._server.metrics import Registry
 from client._server.server import Connection
@@ -174,9 +175,12 @@ class Queue:
 
     # -- submit --------------------------------------------------------------------------
 
-    async def submit(self, jobs: list[list[Opcode]], *, internal: bool = False) -> list[Job]:
+    async def submit(
+        self, jobs: list[list[Opcode]], *, internal: bool = False, audit: AuditCall | None = None
+    ) -> list[Job]:
         """Store new jobs (validated by the caller); REJECTed ones are stored canceled.
-        `internal` jobs (a drain's) are not refused by the drain flag."""
+        `internal` jobs (a drain's) are not refused by the drain flag.  `audit`: the
+        submitting call, whose entry names the job it submits (it commits with the job)."""
         await self.settings_known.wait()
         if self.drained and not internal:
             raise errors.QueueDrained(
@@ -184,6 +188,8 @@ class Queue:
             )
         now = time.time()
         ids = self.live.allocate_ids(len(jobs))
+        if audit is not None and len(ids) == 1:
+            audit.target = f"job/{ids[0]}"
         judge = self.filters.judge_new
         stored = [
             judge(new_job(job_id, ops, now), now) for job_id, ops in zip(ids, jobs, strict=True)

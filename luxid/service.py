@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from client import errors
+from client._server.audit import current as current_audit
 from client._server.common import CommonMethods
 from client._server.event_log import EventLog
 from client._server.roles import Role
@@ -67,24 +68,36 @@ class LuxidService(CommonMethods):
 
     async def submit_job(self, conn: Connection, ops: list[Opcode]) -> int:
         check_job(ops)
-        (job,) = await self.queue.submit([ops])
+        (job,) = await self.queue.submit([ops], audit=current_audit())
         return job.id
 
     async def submit_many_jobs(
         self, conn: Connection, jobs: list[list[Opcode]]
     ) -> list[tuple[bool, Any]]:
         answers: list[tuple[bool, Any]] = []
+        kinds: list[str] = []  # each member's error type ("" when valid)
         valid: list[list[Opcode]] = []
         for ops in jobs:
             try:
                 check_job(ops)
             except (errors.InvalidOpcode, errors.InvalidParams) as exc:
                 answers.append((False, exc.message))
+                kinds.append(exc.type_name)
             else:
                 answers.append((True, None))
+                kinds.append("")
                 valid.append(ops)
+        call = current_audit()
+        if call is not None:
+            call.take()  # one entry per member, recorded once the ids are known
         stored = iter(await self.queue.submit(valid) if valid else [])
-        return [(True, next(stored).id) if ok else (ok, msg) for ok, msg in answers]
+        outcome = [(True, next(stored).id) if ok else (ok, msg) for ok, msg in answers]
+        if call is not None:
+            call.members = [
+                (f"job/{value}", "ok") if ok else ("queue", refused)
+                for (ok, value), refused in zip(outcome, kinds, strict=True)
+            ]
+        return outcome
 
     async def query_jobs(
         self, conn: Connection, ids: list[int] | None, fields: list[str]
@@ -152,7 +165,13 @@ class LuxidService(CommonMethods):
         action: Any,
         reason: list[Any],
     ) -> str:
+        call = current_audit()
+        if call is not None:  # recorded once the rule's uuid is known (a new one's too)
+            call.take()
+            call.target = f"filter/{uuid}" if uuid is not None else "filter"
         rule = await self.filter_writes.put(uuid, priority, predicates, action, reason)
+        if call is not None:
+            call.target = f"filter/{rule.uuid}"
         return rule.uuid
 
     async def delete_filter(self, conn: Connection, uuid: str) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from client._server.audit import Auditing, AuditQueries, AuditSettings, failover_entry
 from client._server.dispatch import Handler, build_methods
 from client._server.event_log import EventLog
 from client._server.metrics import instrument
@@ -31,6 +32,7 @@ from client._server.roles import Role, SingleNode
 from client.api.luxi import LuxiApi
 from client.events import Retention
 from client.identity import ProcessKey, is_alive
+from luxid.audit_log import LuxidAudit
 from luxid.backup import Backups
 from luxid.budget_service import BudgetService
 from luxid.drain_service import DrainService
@@ -62,6 +64,8 @@ class LuxidTerm:
     budgets: BudgetService
     service: LuxidService
     backups: Backups
+    audit: LuxidAudit
+    auditing: AuditSettings
 
     @classmethod
     async def start(
@@ -75,13 +79,16 @@ class LuxidTerm:
         drain_kill_after: float = DRAIN_KILL_GRACE,
         event_retention: int | None = None,
         backup_dir: Path | None = None,
+        audit: AuditSettings | None = None,
     ) -> LuxidTerm:
         """Open the queue over `store` (reattaching surviving job processes) and follow
         wconfd's configuration.  `role`: what get_role answers (default: the single node
         of a local store).  `drain_kill_after`: how long after a queue drain's deadline
         its canceled jobs still running are killed.  `event_retention`: how many events
         are kept (None: the default rule, docs/contracts.md#events).  `backup` writes
-        below `backup_dir` (the node's state directory; default the working directory)."""
+        below `backup_dir` (the node's state directory; default the working directory).
+        `audit`: the audit log's settings (docs/contracts.md#audit-log)."""
+        settings = audit or AuditSettings()
         # The parts, each given the parts it calls.  The event log first: every durable
         # change the others make is published to it by the job store's writer.
         events = EventLog("luxid", store.load_events(Retention.from_option(event_retention)))
@@ -95,7 +102,8 @@ class LuxidTerm:
         why = WhyJobs(queue, drains, link)
         service = LuxidService(queue, filter_writes, drains, budgets, why, role, events)
         backups = Backups(backup_dir or Path("."), store)
-        term = cls(queue, link, drains, budgets, service, backups)
+        book = LuxidAudit(store, queue.live.writer, settings.days)
+        term = cls(queue, link, drains, budgets, service, backups, book, settings)
         # The events, before anything can happen.
         link.on_config = term.config_read
         queue.scheduler.on_exceeded = term.budget_exceeded
@@ -105,6 +113,9 @@ class LuxidTerm:
         await queue.open()
         info = (role or SingleNode()).info()
         await queue.live.record([master_event(info.node, info.term, time.time())])
+        if info.term and settings.enabled:  # a master of the replicated control plane
+            await book.record([failover_entry("luxid", info.node)])
+        book.start()
         link.start()
         drains.start()
         return term
@@ -126,7 +137,16 @@ class LuxidTerm:
     def methods(self) -> dict[str, Handler]:
         """The dispatch table of this term (counted in the service's metrics)."""
         service = self.service
-        table = build_methods(LuxiApi, service, self.backups, role=service.role)
+        auditing = None
+        if self.auditing.enabled:
+            procs = self.queue.procs
+            auditing = Auditing(
+                "luxid", self.audit, lambda conn, _: procs.job_of_pid(conn.peer.pid), time.time
+            )
+        queries = AuditQueries(lambda: self.audit)
+        table = build_methods(
+            LuxiApi, service, self.backups, queries, role=service.role, auditing=auditing
+        )
         return instrument(table, service.metrics)
 
     def job_processes(self) -> list[ProcessKey]:
@@ -139,6 +159,7 @@ class LuxidTerm:
 
     async def close(self, timeout: float) -> None:
         """Stop the drains, the link and the queue (job processes keep running)."""
+        self.audit.stop()
         await self.drains.close()
         await self.link.close(timeout)
         await self.queue.close(timeout)

@@ -199,7 +199,8 @@ class Persistence:
         """Queue a planned write and wait for its answer (after its record is durable)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._writes.append(_Write(plan, fut, current_audit()))
+        call = current_audit()
+        self._writes.append(_Write(plan, fut, call if call is not None and call.take() else None))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._run_writer())
         return await fut

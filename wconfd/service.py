@@ -15,13 +15,12 @@ as a standby and `take_over` installs each term's state; `stand_by` drops it aga
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from client._server.audit import Auditing, AuditSettings
+from client._server.audit import Auditing, AuditQueries, AuditSettings, failover_entry
 from client._server.audit import current as current_audit
 from client._server.audit_sql import AuditDb
 from client._server.common import CommonMethods
@@ -34,7 +33,6 @@ from client._server.server import Connection
 from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
-from client.audit import AuditEntry, Query
 from client.errors import InvalidParams, RpcError
 from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
@@ -145,7 +143,8 @@ class WConfd:
     def implementations(self) -> tuple[object, ...]:
         """The objects implementing WConfdApi, for client._server.dispatch.build_methods."""
         common = CommonMethods(self.metrics, self.role, self.events)
-        return (common, self, self.locks, self.config, self.reservations, self.backups)
+        audit = AuditQueries(lambda: self.persistence.audit)
+        return (common, self, self.locks, self.config, self.reservations, self.backups, audit)
 
     def _audit_book(
         self, reader: AuditReader, last_seq: int, db: AuditDb | None = None
@@ -199,17 +198,12 @@ class WConfd:
         records = [*self._restore_plan(persistence.state, foreign), self._master_note()]
         if isinstance(store, EtcdStore):
             persistence.audit = book = self._audit_book(store.audit, await store.audit.last_seq())
-            records.append(book.note([self._failover_entry()]))
+            node = (self.role or SingleNode()).info().node
+            records.append(book.note([failover_entry("wconfd", node)]))
         await persistence.commit(records)
         self._install(persistence)
         if isinstance(store, EtcdStore):
             self.locks.spawn(prune_etcd(store.audit, self.audit_settings.days))
-
-    def _failover_entry(self) -> AuditEntry:
-        """The audit entry of this node becoming the master (docs/contracts.md#audit-log)."""
-        node = (self.role or SingleNode()).info().node
-        return AuditEntry(0, time.time(), "wconfd", f"node:{node}", os.getuid(), os.getpid(),
-                          None, "failover", f"node/{node}", "ok")  # fmt: skip
 
     def _master_note(self) -> EventNote:
         """The event of this node becoming the master (topic `role`)."""
@@ -312,20 +306,6 @@ class WConfd:
 
     async def cleanup_dead_clients(self, client: Client) -> list[str]:
         return sorted(self.clients.sweep())
-
-    async def query_audit(
-        self,
-        client: Client,
-        since: float | None,
-        until: float | None,
-        actor: str | None,
-        target: str | None,
-        limit: int,
-    ) -> list[AuditEntry]:
-        book = self.persistence.audit
-        if book is None:
-            return []
-        return await book.query(Query(since, until, actor, target, limit))
 
     async def list_clients(self, client: Client) -> list[ClientInfo]:
         infos = []

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from client.audit import RETENTION_DAYS, AuditEntry, Daemon, Query, actor_of
+from client.audit import ACTING_FOR, RETENTION_DAYS, AuditEntry, Daemon, Query, actor_of
 
 
 class AuditCall:
@@ -27,7 +29,7 @@ class AuditCall:
 
     __slots__ = (
         "actor", "daemon", "job_id", "members", "method", "pid", "recorded", "serial",
-        "target", "uid",
+        "taken", "target", "uid",
     )  # fmt: skip
 
     def __init__(
@@ -50,7 +52,8 @@ class AuditCall:
         self.target = target
         self.serial: list[int | None] | None = None
         self.members: list[tuple[str, str]] | None = None  # (target, outcome) each
-        self.recorded = False
+        self.taken = False  # a store's write carries the entries
+        self.recorded = False  # the entries are durable
 
     def entries(self, outcome: str, ts: float) -> list[AuditEntry]:
         """The call's entries (seq 0: the store numbers them): one, or one per member,
@@ -59,9 +62,16 @@ class AuditCall:
             return [self._entry(target, own, ts, None) for target, own in self.members]
         return [self._entry(self.target, outcome, ts, self.serial)]
 
+    def take(self) -> bool:
+        """Whether a store's write of this call may carry its entries: the first one asks
+        and gets true (its entries are then built with `ride`), later ones false."""
+        taken, self.taken = self.taken, True
+        return not taken
+
     def ride(self, ts: float) -> list[AuditEntry]:
         """The call's entries for a change about to be written (outcome ok), to go in the
-        same durable write; `recorded` is set by the store once that write is durable."""
+        same durable write; the store sets `recorded` once that write is durable, and
+        gives the call back (`taken` false) if it fails."""
         return self.entries("ok", ts)
 
     def _entry(
@@ -142,6 +152,7 @@ class Auditing:
         # server takes a call's first step in the loop's own context).
         context = contextvars.copy_context()
         context.run(_CURRENT.set, call)
+        context.run(ACTING_FOR.set, call.actor)  # its calls to other daemons act for the same
         try:
             result = await asyncio.get_running_loop().create_task(run(), context=context)
         except Exception as exc:  # a cancelled call (its caller gone) is not answered
@@ -151,6 +162,41 @@ class Auditing:
         if not call.recorded:
             await self.book.record(call.entries("ok", self.clock()))
         return result
+
+
+class AuditQueries:
+    """`query_audit` over the book a daemon serves now (it may change with each term)."""
+
+    def __init__(self, book: Callable[[], AuditBook | None]) -> None:
+        self._book = book
+
+    async def query_audit(
+        self,
+        caller: Any,
+        since: float | None,
+        until: float | None,
+        actor: str | None,
+        target: str | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        book = self._book()
+        if book is None:
+            return []
+        # In a task of its own: an etcd read times out with asyncio.timeout, which needs
+        # one (on Python 3.11 the server takes a call's first step outside any task).
+        query = Query(since, until, actor, target, limit)
+        return await asyncio.get_running_loop().create_task(_read(book, query))
+
+
+async def _read(book: AuditBook, query: Query) -> list[AuditEntry]:
+    return await book.query(query)
+
+
+def failover_entry(daemon: Daemon, node: str) -> AuditEntry:
+    """The entry a daemon of a new master records (docs/contracts.md#audit-log): this
+    node took over, told by this process."""
+    return AuditEntry(0, time.time(), daemon, f"node:{node}", os.getuid(), os.getpid(), None,
+                      "failover", f"node/{node}", "ok")  # fmt: skip
 
 
 def _outcome(exc: BaseException) -> str:

@@ -1,22 +1,19 @@
 """Audit entries in SQLite (docs/contracts.md#audit-log): the table, its queries and its
-retention, for any connection; `AuditDb`, a file of its own (`audit.sqlite` in a daemon's
-state directory); `FileAuditBook`, an AuditBook that makes entries durable there.
+retention, for any connection; and `AuditDb`, a file of its own (`audit.sqlite` in a
+state directory).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 
-from client.audit import RETENTION_COUNT, AuditEntry, Query
-from client.errors import StorageError
+from client.audit import AuditEntry, Query
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,8 +27,6 @@ SCHEMA: Final = (
 _ENCODE: Final = msgspec.msgpack.Encoder().encode
 _DECODE: Final = msgspec.msgpack.Decoder(AuditEntry).decode
 DAY: Final = 86_400.0
-PRUNE_EVERY: Final = 1000
-"""Retention is applied after this many recorded batches (and at start)."""
 
 
 def create(db: sqlite3.Connection) -> None:
@@ -133,66 +128,3 @@ class AuditDb:
     def close(self) -> None:
         """Close the file."""
         self.db.close()
-
-
-class FileAuditBook:
-    """An AuditBook on an `AuditDb` of its own: entries numbered as they are recorded and
-    made durable in group commits (every entry recorded while a commit runs goes in the
-    next), on the file's thread."""
-
-    def __init__(self, db: AuditDb, clock: Callable[[], float], days: float) -> None:
-        self.db = db
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="audit-db")
-        self.clock = clock
-        self.days = days
-        self.seq = db.last_seq()
-        self._queue: list[tuple[list[AuditEntry], asyncio.Future[None]]] = []
-        self._flushing: asyncio.Task[None] | None = None
-        self._since_prune = 0
-
-    def number(self, entries: list[AuditEntry]) -> list[AuditEntry]:
-        """`entries` with the next seqs."""
-        first, self.seq = self.seq + 1, self.seq + len(entries)
-        return [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
-
-    def record(self, entries: list[AuditEntry]) -> asyncio.Future[None]:
-        """Number `entries` and commit them durably with whatever else is queued."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._queue.append((self.number(entries), fut))
-        if self._flushing is None or self._flushing.done():
-            self._flushing = loop.create_task(self._flush())
-        return fut
-
-    async def _flush(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                await self._run(self.db.insert, [e for entries, _ in batch for e in entries])
-            except Exception as exc:
-                log.error("audit log %s: write failed: %s", self.db.path, exc)
-                error = StorageError(f"the audit log could not be written: {exc}")
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(error)
-                continue
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_result(None)
-            self._since_prune += len(batch)
-            if self._since_prune >= PRUNE_EVERY:
-                self._since_prune = 0
-                await self._run(self.db.prune, self.clock(), self.days, RETENTION_COUNT)
-
-    def _run(self, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """Run `func(*args)` on the file's own thread (never the event loop's)."""
-        return asyncio.wrap_future(self._thread.submit(func, *args))
-
-    def close(self) -> None:
-        """Finish what is queued and close the file."""
-        self._thread.shutdown(wait=True)
-        self.db.close()
-
-    async def query(self, query: Query) -> list[AuditEntry]:
-        """The entries `query` asks for, newest last."""
-        return await self._run(self.db.select, query)

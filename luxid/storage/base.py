@@ -25,6 +25,8 @@ must promise:
   twice, across restarts and failovers: on SQLite one above the last (the table's
   never-lowered sequence), on etcd derived from the revision of the write.  The store
   prunes them by the retention `load_events` was given.
+- **Audit.**  `append_audit` stores audit entries (docs/contracts.md#audit-log) in the
+  transaction of the change they tell of, numbered one above the last stored entry.
 
 Reads may run on any thread; they see committed data only.
 """
@@ -37,6 +39,7 @@ from typing import Protocol
 
 from client._server.write_placement import SyncMode
 from client.api.common import Event
+from client.audit import AuditEntry, Query
 from client.events import EventRing, Retention
 from luxid.jobs import Job
 
@@ -49,6 +52,10 @@ class StoreTransaction(Protocol):
 
     def append_events(self, drafts: Iterable[Event]) -> None:
         """Store events (not numbered yet) with this transaction; the store numbers them."""
+
+    def append_audit(self, entries: Iterable[AuditEntry]) -> None:
+        """Store audit entries with this transaction, numbered one above the last stored
+        (docs/contracts.md#audit-log)."""
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; their ids are above every id ever inserted (AlreadyExists else)."""
@@ -97,6 +104,12 @@ class JobStore(Protocol):
     def load_events(self, retention: Retention) -> EventRing:
         """The kept events, with the newest index ever and the highest one dropped; from
         now on the store keeps events by `retention`."""
+
+    def query_audit(self, query: Query) -> list[AuditEntry]:
+        """The audit entries `query` asks for, newest last."""
+
+    def prune_audit(self, now: float, days: float) -> int:
+        """Drop the audit entries retention no longer keeps; how many went."""
 
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """A write transaction, durable when its block ends (see the module docstring)."""

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from client import errors
+from client._server.etcd.audit import EtcdAudit
 from client._server.etcd.batching import Change
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import CompareFailed, Fenced, OutcomeUnknown
@@ -46,6 +47,7 @@ from client._server.etcd.url import EtcdStoreUrl
 from client._server.etcd.wire import KeyValue, RequestOp, op_delete, op_put, prefix_end
 from client._server.write_placement import SyncMode
 from client.api.common import Event
+from client.audit import AuditEntry, Query
 from client.events import EventRing, Retention
 from luxid.jobs.model import FINALIZED, Job, job_status
 from luxid.storage.dump import JobsDump, read_etcd
@@ -101,6 +103,7 @@ class EtcdTransaction:
         self.archived: set[int] = set()
         self.meta: dict[str, int] = {}
         self.event_seq = store._event_seq
+        self.audit_seq = store._audit_seq
         self.drafts: list[tuple[int, bytes, Event]] = []  # (change position, key, draft)
         self.pruned = 0  # how many of the store's kept event keys this write deletes
         self.events: list[Event] = []  # numbered, once committed
@@ -134,6 +137,14 @@ class EtcdTransaction:
         self._add(Change((delete, op_put(store.keys.meta("events_pruned"), str(index)))))
         self.meta["events_pruned"] = index
         self.pruned = drop
+
+    def append_audit(self, entries: Iterable[AuditEntry]) -> None:
+        """Store audit entries, one key each, numbered one above the last stored."""
+        first = self.audit_seq + 1
+        numbered = [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
+        if numbered:
+            self.audit_seq += len(numbered)
+            self._add(Change(tuple(self._store.audit.put_ops(numbered))))
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; each id above every id ever inserted (AlreadyExists else)."""
@@ -234,6 +245,8 @@ class EtcdJobStore:
         self._meta: dict[str, int] = {}
         self.previous_master: str | None = None
         self.retention = Retention()
+        self.audit = EtcdAudit(self.client, url.prefix, "luxid")
+        self._audit_seq = 0  # the last audit entry's seq
         self._event_seq = 0  # the last seq of this term's event keys
         self._event_keys: list[tuple[int, bytes, float]] = []  # kept: (index, key, ts)
         self._events: list[Event] = []  # kept, as loaded
@@ -287,6 +300,7 @@ class EtcdJobStore:
             self._last_id = int(kv.value)
         for kv in (await self.client.range(keys.master, revision=revision)).kvs:
             self.previous_master = kv.value.decode(errors="replace")
+        self._audit_seq = await self.audit.last_seq()
         event_kvs: list[KeyValue] = [e async for e in self._scan(keys.events_prefix, revision)]
         indexes = event_indexes(e.mod_revision for e in event_kvs)
         mine = keys.events_prefix + b"%020d/" % self.token
@@ -329,6 +343,7 @@ class EtcdJobStore:
                 revisions = self._commit(tx.changes, tx.ids_at)
                 self._number(tx, revisions)
             with self._lock:
+                self._audit_seq = tx.audit_seq
                 self._last_id = tx.last_id
                 self._jobs.update(tx.jobs)
                 self._logged.update(tx.logged)
@@ -338,6 +353,14 @@ class EtcdJobStore:
                     self._jobs.pop(job_id, None)
                     self._logged.pop(job_id, None)
                     self._gates.difference_update({g for g in self._gates if g[0] == job_id})
+
+    def query_audit(self, query: Query) -> list[AuditEntry]:
+        """The audit entries `query` asks for, newest last (read from etcd)."""
+        return self._io.run(self.audit.query(query))
+
+    def prune_audit(self, now: float, days: float) -> int:
+        """Drop the audit entries retention no longer keeps."""
+        return self._io.run(self.audit.prune(days))
 
     def dump(self) -> JobsDump:
         """Everything under the prefix, read at one revision between two of this store's

@@ -14,7 +14,9 @@ meanwhile; wconfd's small journal writes stay on the loop), the disk is slow,
 or the store is remote (its `sync_mode` is "thread": etcd), commits go to the worker and
 the event loop never blocks on the disk.  Store calls of their own (`call`) always do.
 
-A write may carry events (docs/contracts.md#events): the store numbers them inside the
+An audited call's first write carries its audit entry (docs/contracts.md#audit-log), so
+the entry commits with the change it tells of at no extra cost.  A write may carry events
+(docs/contracts.md#events): the store numbers them inside the
 write's transaction, and once that commits they go to `on_events` (on the event loop, in
 index order) before any write of the batch is answered.
 
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from client import errors
+from client._server.audit import AuditCall
+from client._server.audit import current as current_audit
 from client._server.write_placement import WritePlacement
 from client.api.common import Event
 from luxid.jobs import Job
@@ -62,6 +66,7 @@ class _Write:
     func: Callable[[StoreTransaction], Any] | None = None
     alone: Callable[[JobStore], Any] | None = None
     events: Sequence[Event] = ()
+    audit: AuditCall | None = None
     result: Any = field(default=None)
 
     def apply(self, tx: StoreTransaction) -> None:
@@ -73,6 +78,8 @@ class _Write:
             self.result = self.func(tx)
         if self.events:
             tx.append_events(self.events)
+        if self.audit is not None:
+            tx.append_audit(self.audit.ride(time.time()))
 
 
 Outcome = BaseException | None
@@ -148,6 +155,9 @@ class GroupCommit:
     def _enqueue(self, **what: Any) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         write = _Write(future=loop.create_future(), **what)
+        call = current_audit()
+        if call is not None and what.get("alone") is None and call.take():
+            write.audit = call  # the audited call's entry commits with its first write
         self._queue.append(write)
         if not self._flushing:
             self._flusher = loop.create_task(self._flush())
@@ -168,6 +178,9 @@ class GroupCommit:
             if events and self.on_events is not None:
                 self.on_events(events)
             for write, outcome in zip(batch, outcomes, strict=True):
+                if write.audit is not None:  # durable with the write, or given back
+                    write.audit.recorded = outcome is None
+                    write.audit.taken = outcome is None
                 if write.future.done():
                     continue
                 if outcome is None:

@@ -9,8 +9,10 @@ inserted, so ids stay strictly increasing and are never reused, whatever gets ar
 transaction of the change they tell of, numbered there one above the last (the table's
 AUTOINCREMENT sequence, which SQLite keeps with the commit and never lowers, so an index is
 never handed out twice, whatever is pruned or lost with a crash), pruned by the retention
-rule in the same transactions.  (Schema version 1, unchanged: the events table is only
-added, and stores written before the seam load as they are.)
+rule in the same transactions.  `audit` (client._server.audit_sql) keeps luxid's audit
+entries (docs/contracts.md#audit-log), written in the transaction of the change they tell
+of.  (Schema version 1, unchanged: the events and audit tables are only added, and stores
+written before them load as they are.)
 
 Archived jobs stay in the database but never in memory: the store keeps only a small
 per-live-job log-serial map, and loads archived jobs one by one on demand.
@@ -35,8 +37,10 @@ import msgspec
 from msgspec.structs import replace
 
 from client import errors
+from client._server import audit_sql
 from client._server.write_placement import SyncMode
 from client.api.common import Event
+from client.audit import RETENTION_COUNT, AuditEntry, Query
 from client.events import EventRing, Retention, numbered
 from client.vocabulary import FINALIZED_STATUSES
 from luxid.jobs.model import Job, LogEntry, job_status
@@ -72,7 +76,7 @@ CREATE TABLE IF NOT EXISTS events (
     ts   REAL NOT NULL,
     data BLOB NOT NULL
 );
-"""
+""" + ";\n".join(audit_sql.SCHEMA)
 # Events are pruned once this many were appended since the last pruning (and at open).
 _PRUNE_EVERY: Final = 1000
 
@@ -117,6 +121,7 @@ class SqliteTransaction:
         self._log_saved: dict[int, int] = {}
         self._dropped: set[int] = set()
         self._last_event = store._last_event
+        self._last_audit = store._last_audit
         self.events: list[Event] = []  # numbered; durable once the block ended
 
     # --- events
@@ -137,6 +142,13 @@ class SqliteTransaction:
             self._store._prune_events(events[-1])
 
     # --- inserts
+
+    def append_audit(self, entries: Iterable[AuditEntry]) -> None:
+        """Number the entries one above the last and store them with this transaction."""
+        first = self._last_audit + 1
+        numbered = [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
+        audit_sql.insert(self._conn, numbered)
+        self._last_audit += len(numbered)
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; each id must be above every id ever inserted, and the counter
@@ -258,6 +270,7 @@ class SqliteJobStore:
         self._last_id: int = int(row[0])
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         self._last_event: int = int(row[0]) if row else 0
+        self._last_audit = audit_sql.last_seq(conn)
         self.retention = Retention()
         self._unpruned = 0
 
@@ -340,6 +353,7 @@ class SqliteJobStore:
                 raise
             self._last_id = tx._last_id
             self._last_event = tx._last_event
+            self._last_audit = tx._last_audit
             self._log_saved.update(tx._log_saved)
             for job_id in tx._dropped:
                 self._log_saved.pop(job_id, None)
@@ -373,6 +387,19 @@ class SqliteJobStore:
         ring.extend_json(data for _, data in rows)
         ring.set_last(self._last_event)
         return ring
+
+    def query_audit(self, query: Query) -> list[AuditEntry]:
+        """The audit entries `query` asks for, newest last."""
+        with self._lock:
+            try:
+                return audit_sql.select(self._conn, query)
+            except sqlite3.Error as exc:
+                raise errors.StorageError(f"audit log read failed: {exc}") from exc
+
+    def prune_audit(self, now: float, days: float) -> int:
+        """Drop the audit entries retention no longer keeps, in a transaction of its own."""
+        with self.transaction():
+            return audit_sql.prune(self._conn, now, days, RETENTION_COUNT)
 
     def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
         """Archive finalized jobs that ended before `older_than` (epoch seconds).

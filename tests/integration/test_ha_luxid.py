@@ -175,3 +175,21 @@ def test_a_master_never_serves_fewer_job_ids_than_it_had(nodes: list[Node]) -> N
     etcd_keys(one.endpoints, root, "put", saved)
     one.wait_serving(10)
     assert one.lc.submit_job(ops=[delay()]) == 3
+
+
+def test_the_audit_log_survives_a_failover_which_it_records(nodes: list[Node]) -> None:
+    one, two = nodes
+    one.campaign().wait_for("elected", 10)
+    one.wait_serving(10)
+    two.campaign()
+    job = one.lc.submit_job(ops=[delay()], actor="cli:dave")
+    one.die()
+    two.wait_serving(FAILOVER_LIMIT)
+    found = [(e.method, e.target, e.actor, e.daemon) for e in two.lc.query_audit()]
+    assert found == [
+        ("failover", "node/node1", "node:node1", "luxid"),
+        ("submit_job", f"job/{job}", "cli:dave", "luxid"),
+        ("failover", "node/node2", "node:node2", "luxid"),
+    ]
+    seqs = [e.seq for e in two.lc.query_audit()]
+    assert seqs == sorted(set(seqs))

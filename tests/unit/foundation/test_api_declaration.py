@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient, errors
+from client._server.audit import AuditQueries
 from client._server.common import CommonMethods
 from client._server.dispatch import build_methods
 from client.api.declare import Api, Check, rpc
@@ -29,9 +30,17 @@ from wconfd.service import WConfd
         (
             WConfdApi,
             (WConfdClient, AsyncWConfdClient),
-            (CommonMethods, WConfd, LockService, ConfigService, ReservationService, WconfdBackups),
+            (
+                CommonMethods,
+                WConfd,
+                LockService,
+                ConfigService,
+                ReservationService,
+                WconfdBackups,
+                AuditQueries,
+            ),
         ),
-        (LuxiApi, (LuxiClient, AsyncLuxiClient), (LuxidService, LuxidBackups)),
+        (LuxiApi, (LuxiClient, AsyncLuxiClient), (LuxidService, LuxidBackups, AuditQueries)),
     ],
 )
 def test_server_and_stubs_come_from_the_declaration(api, stubs, service):
@@ -151,7 +160,7 @@ def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
         "query_jobs", "wait_for_job_change", "query_queue_info", "query_filters",
         "get_metrics", "query_drains", "wait_for_drain_change", "get_role", "list_roles",
         "wait_queue_change", "wait_locks_change", "query_queue_overview", "lock_waits", "why_job",
-        "query_budgets", "plan_node_drain",
+        "query_budgets", "plan_node_drain", "query_audit",
         "watch_events",
     }  # fmt: skip
     idempotent = {
@@ -166,6 +175,10 @@ def test_what_a_stub_may_send_again_is_declared_once_and_is_idempotent():
         if spec.options.reissue
     }
     assert declared == reads | idempotent
+    # An audited call sent twice would leave two entries: none is re-sent.
+    assert not {
+        n for api in (WConfdApi, LuxiApi) for n, s in api.methods().items() if s.audited
+    } & (declared)
 
 
 _CHECKED: list[object] = []
