@@ -57,7 +57,7 @@ class Context:
         """The luxid client (connects on first use)."""
         if self._luxi is None:
             from client import LuxiClient
-            from client.audit import cli_actor
+            from client.identity import cli_actor
 
             self._luxi = LuxiClient(
                 self.run_dir / paths.LUXID_SOCKET, patience=CLI_PATIENCE, actor=cli_actor()
@@ -69,7 +69,7 @@ class Context:
         """The wconfd client, identified as `lw-cli` (connects on first use)."""
         if self._wconfd is None:
             from client import WConfdClient
-            from client.audit import cli_actor
+            from client.identity import cli_actor
 
             self._wconfd = WConfdClient(
                 self.run_dir / paths.WCONFD_SOCKET,

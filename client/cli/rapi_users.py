@@ -35,8 +35,8 @@ def rapi_dir(ctx: Context, args: argparse.Namespace) -> Path:
 def record_change(ctx: Context, args: argparse.Namespace, method: str, target: str) -> None:
     """Append the change just made to lw-rapi's audit file, durably, for `cli:<login>`
     (docs/contracts.md#audit-log); Failed (exit 1) when it cannot be written."""
-    from client.audit import cli_actor
     from client.audit_file import audit_path, record
+    from client.identity import cli_actor
 
     directory = rapi_dir(ctx, args)
     try:
