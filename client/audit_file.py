@@ -119,7 +119,7 @@ def _create(path: Path) -> None:
 
 def read(state_dir: Path, query: Query) -> list[AuditEntry]:
     """The file's entries that `query` asks for, newest last ([] when there is no file).
-    Raises sqlite3.Error when the file exists but cannot be read (permissions)."""
+    Raises sqlite3.Error or OSError when it cannot be read (another user's, damaged)."""
     path = audit_path(state_dir)
     if not path.exists():
         return []

@@ -49,7 +49,7 @@ def audit(ctx: Context, args: argparse.Namespace) -> int:
     directory = rapi_dir(ctx, args)
     try:
         parts.append(read(directory, query))
-    except sqlite3.Error as exc:
+    except (OSError, sqlite3.Error) as exc:  # another user's file (0600), or damaged
         ctx.note(
             f"lw: {audit_path(directory)}: not readable ({exc}); RAPI user and token "
             "changes are left out"
