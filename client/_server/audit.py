@@ -11,7 +11,6 @@ until they are durable before answering.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -147,20 +146,25 @@ class Auditing:
             job_id=self.job_of(conn, caller),
             target=target,
         )
-        # The call runs in a context of its own, where it is the current call: a context
-        # variable set in the caller's would outlive the call (and on Python 3.11 the
-        # server takes a call's first step in the loop's own context).
-        context = contextvars.copy_context()
-        context.run(_CURRENT.set, call)
-        context.run(ACTING_FOR.set, call.actor)  # its calls to other daemons act for the same
+        # Set for the call only (the context is its request's own: a task's, or on Python
+        # 3.11 the server's per-request context), and reset before its entries are
+        # recorded, so that write is never taken for the call's own.
+        current_token = _CURRENT.set(call)
+        acting_token = ACTING_FOR.set(call.actor)  # its calls to other daemons act for the same
         try:
-            result = await asyncio.get_running_loop().create_task(run(), context=context)
+            result = await run()
         except Exception as exc:  # a cancelled call (its caller gone) is not answered
-            if not call.recorded:
-                await self.book.record(call.entries(_outcome(exc), self.clock()))
-            raise
+            failure: Exception | None = exc
+        else:
+            failure = None
+        finally:
+            ACTING_FOR.reset(acting_token)
+            _CURRENT.reset(current_token)
         if not call.recorded:
-            await self.book.record(call.entries("ok", self.clock()))
+            outcome = "ok" if failure is None else _outcome(failure)
+            await self.book.record(call.entries(outcome, self.clock()))
+        if failure is not None:
+            raise failure
         return result
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import grp
 import logging
 import os
@@ -247,11 +248,14 @@ class Connection(asyncio.Protocol):
             if task.done():
                 return
         else:
+            # The first step and the rest share one context, as a task's steps do: a
+            # context variable a call sets (its audit record) is its own, and stays so.
+            context = contextvars.copy_context()
             try:
-                waiting_on = coro.send(None)
+                waiting_on = context.run(coro.send, None)
             except StopIteration:
                 return
-            task = loop.create_task(_resume(coro, waiting_on))
+            task = loop.create_task(_resume(coro, waiting_on), context=context)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         self._update_reading()
