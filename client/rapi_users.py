@@ -185,7 +185,7 @@ def edit_lines(path: Path) -> Iterator[list[str]]:
     lock_fd = os.open(
         path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
     )
-    _owned_like_directory(lock_fd, path.parent)
+    owned_like_directory(lock_fd, path.parent)
     with os.fdopen(lock_fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -197,7 +197,7 @@ def edit_lines(path: Path) -> Iterator[list[str]]:
         if lines != before:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            _owned_like_directory(fd, path.parent)
+            owned_like_directory(fd, path.parent)
             with os.fdopen(fd, "w") as out:
                 out.write("".join(f"{line}\n" for line in lines))
                 out.flush()
@@ -210,7 +210,7 @@ def edit_lines(path: Path) -> Iterator[list[str]]:
                 os.close(dir_fd)
 
 
-def _owned_like_directory(fd: int, directory: Path) -> None:
+def owned_like_directory(fd: int, directory: Path) -> None:
     """Give a file root creates the owner of its directory (nothing for other users)."""
     if os.geteuid() == 0:
         st = os.stat(directory)

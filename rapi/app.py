@@ -136,7 +136,8 @@ def _endpoint(
         if not route.public:
             actor = (await authorize(authorizer, request, route.role)).actor
         body = await _json_body(request)
-        req = Request(request.match_info, request.query, body, request.app[BACKEND], request, actor)
+        backend = request.app[BACKEND].acting_for(actor)
+        req = Request(request.match_info, request.query, body, backend, request, actor)
         result = await route.handler(req)
         if isinstance(result, web.StreamResponse):  # a stream, written by the handler
             return result

@@ -72,7 +72,7 @@ def _operation(route: Route) -> dict[str, Any]:
         if route.role is not None:
             codes |= {403}
             op["x-lockwarden-role"] = route.role
-        op["x-lockwarden-access"] = "read" if route.role is None else "write"
+        op["x-lockwarden-access"] = "read" if route.method == "GET" else "write"
     if route.method in ("POST", "PUT", "DELETE"):
         codes |= {403, 415}
     for code in sorted(codes):

@@ -10,13 +10,15 @@ is answered.
 from __future__ import annotations
 
 from client import errors
-from rapi import budgets, cluster, drains, events, instanceops, jobs, nodeops, tokens
+from client.audit import DEFAULT_LIMIT, MAX_LIMIT
+from rapi import audit, budgets, cluster, drains, events, instanceops, jobs, nodeops, tokens
 from rapi.routing import Handler, Param, Route
-from rapi.schemas import BULK, INT, JOB_ID, NAME, STR, STR_LIST, TOPICS, UUID, list_of, ref
+from rapi.schemas import BULK, INT, JOB_ID, NAME, NUM, STR, STR_LIST, TOPICS, UUID, list_of, ref
 
 # The roles writes need (docs/operations.md#rapi-users-roles-and-tokens); each route names
 # the narrowest role that grants it, and a 403 names that role.
 JOBS, FILTERS, DRAINS, INSTANCES, ADMIN = "jobs", "filters", "drains", "instances", "admin"
+AUDIT = "audit"
 DRY_RUN = Param("dry-run", "query", {"type": "integer", "enum": [0]}, "1 is refused: jobs run")
 NO_REMEMBER = Param(
     "no_remember", "query", {"type": "integer", "enum": [0]}, "1 is refused: state is recorded"
@@ -419,6 +421,28 @@ ROUTES: tuple[Route, ...] = (
         role=ADMIN,
         body=ref("TokenBody"),
         response=ref("NewToken"),
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/2/audit",
+        audit.get_audit,
+        "the audit log: both daemons' entries and lw-rapi's own (RAPI user and token "
+        "changes), merged by time, newest last (docs/contracts.md#audit-log)",
+        role=AUDIT,
+        params=(
+            Param("since", "query", NUM, "epoch seconds: entries with ts >= since"),
+            Param("until", "query", NUM, "epoch seconds: entries with ts < until"),
+            Param("actor", "query", STR, "only this actor (rapi:alice, cli:root, job:42)"),
+            Param("target", "query", STR, "only this target (instance/web1, job/42)"),
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 0, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+                "the newest this many",
+            ),
+        ),
+        response={"type": "array", "items": ref("AuditEntry")},
         errors=(400,),
     ),
 )

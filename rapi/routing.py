@@ -9,14 +9,18 @@ drains); schemas in `rapi.schemas`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient
+from client.api.declare import ACTOR_PARAM, Api
+from client.api.luxi import LuxiApi
+from client.api.wconfd import WConfdApi
 from client.vocabulary import INT64_MAX
 
 MAX_JOB_ID = INT64_MAX
@@ -45,6 +49,49 @@ class Backend:
         """Close both connections."""
         await self.luxi.close()
         await self.wconfd.close()
+
+    def acting_for(self, actor: str | None) -> Backend:
+        """The same connections, seen by one request: every audited call names `actor`
+        (`rapi:alice`, `rapi:alice/token:ID`; docs/contracts.md#audit-log) unless it names
+        its own.  Anonymous (None): the calls as they are."""
+        if actor is None:
+            return self
+        return Backend(
+            luxi=cast(AsyncLuxiClient, _Acting(self.luxi, _LUXI_AUDITED, actor)),
+            wconfd=cast(AsyncWConfdClient, _Acting(self.wconfd, _WCONFD_AUDITED, actor)),
+        )
+
+
+class _Acting:
+    """A stub whose `audited` methods get `actor`; everything else is the stub's own.
+    Made per request: the stub and its one connection are shared."""
+
+    def __init__(self, stub: Any, audited: frozenset[str], actor: str) -> None:
+        self._stub = stub
+        self._audited = audited
+        self._actor = actor
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._stub, name)
+        if name in self._audited:
+            return functools.partial(_with_actor, attr, self._actor)
+        return attr
+
+
+def _audited(api: type[Api]) -> frozenset[str]:
+    """The names of `api`'s audited methods."""
+    return frozenset(name for name, spec in api.methods().items() if spec.audited)
+
+
+_LUXI_AUDITED = _audited(LuxiApi)
+_WCONFD_AUDITED = _audited(WConfdApi)
+
+
+def _with_actor(method: Callable[..., Any], actor: str, /, *args: Any, **kwargs: Any) -> Any:
+    """`method` called with `actor` unless the call names one."""
+    if kwargs.get(ACTOR_PARAM) is None:
+        kwargs[ACTOR_PARAM] = actor
+    return method(*args, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import msgspec
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
 from client.api.luxi import BudgetRow, DrainPlan, DrainStatus, WhyJob
+from client.audit import AuditEntry
 from client.drains import START_AT_MAX
 from client.rapi_users import ROLES
 from client.vocabulary import JOB_STATUSES, RATE_LIMIT, WORD_FILTER_ACTIONS
@@ -261,11 +262,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
-# luxid's DrainStatus, DrainPlan, WhyJob and BudgetRow, and the Event of GET /2/events
-# (each one's `data:`), derived from the stub's Structs so the document cannot drift.
+# luxid's DrainStatus, DrainPlan, WhyJob and BudgetRow, the Event of GET /2/events (each
+# one's `data:`) and the AuditEntry of GET /2/audit, derived from the stub's Structs so the document cannot drift.
 SCHEMAS.update(
     msgspec.json.schema_components(
-        [DrainStatus, DrainPlan, WhyJob, Event, BudgetRow],
+        [DrainStatus, DrainPlan, WhyJob, Event, BudgetRow, AuditEntry],
         ref_template="#/components/schemas/{name}",
     )[1]
 )

@@ -1,15 +1,20 @@
 """`POST /2/tokens` (role admin): a bearer token for a user, made the way `lw rapi-user
-token` makes it (client.rapi_tokens.create_token), in lw-rapi's own state directory."""
+token` makes it (client.rapi_tokens.create_token), in lw-rapi's own state directory, and
+recorded in lw-rapi's audit file for the request's actor before the answer
+(docs/contracts.md#audit-log)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
+from client.audit_file import record
 from client.durations import parse_duration
-from client.rapi_tokens import TokenError, create_token
+from client.rapi_tokens import Token, TokenError, create_token
 from rapi.routing import HttpError, Request, body_params, check_param
 
 log = logging.getLogger(__name__)
@@ -32,10 +37,13 @@ async def post_token(req: Request) -> dict[str, Any]:
     try:
         lifetime = None if expires is None else parse_duration(expires)
         secret, token = await asyncio.to_thread(
-            create_token, req.settings.state_dir, user, roles, lifetime, time.time()
+            _create_recorded, req.settings.state_dir, user, roles, lifetime, req.actor
         )
     except (TokenError, ValueError) as exc:
         raise HttpError(400, str(exc)) from None
+    except (OSError, sqlite3.Error) as exc:
+        log.error("token %r: the audit entry could not be written: %s", user, exc)
+        raise HttpError(500, f"the token's audit entry could not be written: {exc}") from None
     log.info("token %s for %r made by %s", token.id, user, req.actor)
     return {
         "id": token.id,
@@ -44,3 +52,16 @@ async def post_token(req: Request) -> dict[str, Any]:
         "roles": None if token.roles is None else list(token.roles),
         "expires": token.expires,
     }
+
+
+def _create_recorded(
+    state_dir: Path,
+    user: str,
+    roles: list[str] | None,
+    lifetime: float | None,
+    actor: str | None,
+) -> tuple[str, Token]:
+    """Make the token and append its audit entry (`token_create`, `token/<id>`)."""
+    secret, token = create_token(state_dir, user, roles, lifetime, time.time())
+    record(state_dir, "token_create", f"token/{token.id}", actor or "rapi:anonymous")
+    return secret, token

@@ -1,5 +1,5 @@
 """The parsers of `lw`'s administrative command groups (lock, cluster, budget and
-rapi-user) and of the top-level `lw events`.
+rapi-user) and of the top-level `lw events`, `lw audit`, `lw backup` and `lw store`.
 
 Kept apart from client.cli.main (which builds the rest of the tree) so that module stays
 small; each function fills one group's subparsers through main's builder (`b.leaf` adds a
@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from client.cli.argtypes import duration, topics
+from client.audit import DEFAULT_LIMIT, MAX_LIMIT
+from client.cli.argtypes import audit_limit, duration, past_time, topics
 
 
 def lock_commands(b: Any, sub: Any) -> None:
@@ -73,7 +74,8 @@ def _rapi_state_dir() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rapi-state-dir",
         metavar="DIR",
-        help="lw-rapi's state directory, holding rapi_users and rapi_tokens (default: "
+        help="lw-rapi's state directory, holding rapi_users, rapi_tokens and rapi_audit.sqlite "
+        "(default: "
         "$LW_RAPI_STATE_DIR, else /var/lib/lockwarden-rapi if it exists, else the state "
         "directory)",
     )
@@ -158,6 +160,39 @@ def events_command(b: Any, top: Any) -> None:
     )
     events.add_argument(
         "--json", action="store_true", help="print each event as one JSON object a line"
+    )
+
+
+def audit_command(b: Any, top: Any) -> None:
+    audit = b.leaf(
+        top,
+        "audit",
+        "audit:audit",
+        "who changed what: both daemons' audit logs and lw-rapi's, merged by time",
+        b.table,
+        _rapi_state_dir(),
+        description="Print the audit log: every change made through wconfd and luxid (who\n"
+        "acted, the peer's uid, the method, the object, the outcome) and RAPI user and\n"
+        "token changes from lw-rapi's audit file where it is readable, merged by time,\n"
+        "newest last.  See docs/contracts.md#audit-log.",
+    )
+    for option, which in (("--since", "from then on"), ("--until", "before then")):
+        audit.add_argument(
+            option,
+            type=past_time,
+            metavar="D|TIME",
+            help=f"entries {which}: a duration ago (1h, 2d) or an ISO 8601 time",
+        )
+    audit.add_argument(
+        "--actor", metavar="A", help="only this actor (cli:root, rapi:alice, job:42)"
+    )
+    audit.add_argument("--target", metavar="T", help="only this target (instance/web1, job/42)")
+    audit.add_argument(
+        "--limit",
+        type=audit_limit,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"the newest N entries (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     )
 
 

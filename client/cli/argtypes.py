@@ -82,6 +82,36 @@ def start_time(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is out of range") from None
 
 
+def audit_limit(text: str) -> int:
+    """How many audit entries: 0 to client.audit.MAX_LIMIT."""
+    from client.audit import MAX_LIMIT
+
+    value = non_negative_int(text)
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"at most {MAX_LIMIT}, got {value}")
+    return value
+
+
+def past_time(text: str) -> float:
+    """Seconds since the epoch from a duration ago (`1h`: an hour ago, client.durations)
+    or an ISO 8601 time (`start_time`)."""
+    import time
+
+    from client.durations import parse_duration
+
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return start_time(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration or a time: {text!r} (1h, 30m, 2d for that long ago; or "
+            "2026-12-24T02:00 in local time, 2026-12-24T02:00+01:00 with an offset)"
+        ) from None
+
+
 _SIZE_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 

@@ -34,7 +34,8 @@ class Failed(Exception):
 
 
 class Context:
-    """Per-invocation state: directories, lazily connected clients, output streams."""
+    """Per-invocation state: directories, lazily connected clients, output streams.  Both
+    clients' audited calls say they act for `cli:<login>` (docs/contracts.md#audit-log)."""
 
     def __init__(
         self,
@@ -56,8 +57,11 @@ class Context:
         """The luxid client (connects on first use)."""
         if self._luxi is None:
             from client import LuxiClient
+            from client.identity import cli_actor
 
-            self._luxi = LuxiClient(self.run_dir / paths.LUXID_SOCKET, patience=CLI_PATIENCE)
+            self._luxi = LuxiClient(
+                self.run_dir / paths.LUXID_SOCKET, patience=CLI_PATIENCE, actor=cli_actor()
+            )
         return self._luxi
 
     @property
@@ -65,9 +69,13 @@ class Context:
         """The wconfd client, identified as `lw-cli` (connects on first use)."""
         if self._wconfd is None:
             from client import WConfdClient
+            from client.identity import cli_actor
 
             self._wconfd = WConfdClient(
-                self.run_dir / paths.WCONFD_SOCKET, name="lw-cli", patience=CLI_PATIENCE
+                self.run_dir / paths.WCONFD_SOCKET,
+                name="lw-cli",
+                patience=CLI_PATIENCE,
+                actor=cli_actor(),
             )
         return self._wconfd
 

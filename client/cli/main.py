@@ -22,6 +22,7 @@ from typing import Any
 from client import __version__
 from client.argparser import StrictParser
 from client.cli.admin_parsers import (
+    audit_command,
     backup_command,
     budget_commands,
     cluster_commands,
@@ -177,6 +178,7 @@ def _stack_commands(b: _Builder, top: Any) -> None:
                     help="plain HTTP off loopback (see docs/operations.md for HTTPS)")  # fmt: skip
     up.add_argument("--no-rapi", action="store_true", help="do not start lw-rapi")
     events_command(b, top)
+    audit_command(b, top)
     backup_command(b, top)
     up.add_argument(
         "--ha",

@@ -31,6 +31,7 @@ TIME_FIELDS = frozenset(
         "since",
         "created",
         "expires",
+        "time",
     }
 )
 

@@ -11,7 +11,7 @@ import argparse
 import time
 
 from client.cli.context import EXIT_OK, Context, Failed
-from client.cli.rapi_users import rapi_dir
+from client.cli.rapi_users import rapi_dir, record_change
 from client.rapi_tokens import TokenError, create_token, read_tokens, revoke_token, tokens_path
 
 FIELDS = ("id", "user", "roles", "created", "expires")
@@ -25,6 +25,7 @@ def token_create(ctx: Context, args: argparse.Namespace) -> int:
         )
     except TokenError as exc:
         raise Failed(str(exc)) from None
+    record_change(ctx, args, "token_create", f"token/{token.id}")
     ctx.out(f"token: {secret}")
     ctx.out(f"id: {token.id}")
     return EXIT_OK
@@ -53,5 +54,6 @@ def token_revoke(ctx: Context, args: argparse.Namespace) -> int:
         token = revoke_token(rapi_dir(ctx, args), args.id)
     except TokenError as exc:
         raise Failed(str(exc)) from None
+    record_change(ctx, args, "token_revoke", f"token/{token.id}")
     ctx.out(f"revoked token {token.id} of RAPI user {token.user}")
     return EXIT_OK

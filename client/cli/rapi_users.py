@@ -8,6 +8,7 @@ client.cli.rapi_tokens's.  Both find lw-rapi's files with `rapi_dir`.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from pathlib import Path
 
 from client import paths
@@ -29,6 +30,22 @@ from client.rapi_users import (
 def rapi_dir(ctx: Context, args: argparse.Namespace) -> Path:
     """lw-rapi's state directory (--rapi-state-dir, $LW_RAPI_STATE_DIR, …)."""
     return paths.rapi_state_dir(args.rapi_state_dir, ctx.state_dir)
+
+
+def record_change(ctx: Context, args: argparse.Namespace, method: str, target: str) -> None:
+    """Append the change just made to lw-rapi's audit file, durably, for `cli:<login>`
+    (docs/contracts.md#audit-log); Failed (exit 1) when it cannot be written."""
+    from client.audit_file import audit_path, record
+    from client.identity import cli_actor
+
+    directory = rapi_dir(ctx, args)
+    try:
+        record(directory, method, target, cli_actor())
+    except (OSError, sqlite3.Error) as exc:
+        raise Failed(
+            f"{target}: changed, but its audit entry could not be written to "
+            f"{audit_path(directory)}: {exc}"
+        ) from None
 
 
 def _read_password(args: argparse.Namespace) -> str:
@@ -70,6 +87,7 @@ def user_add(ctx: Context, args: argparse.Namespace) -> int:
             lines.append(format_user(user))
         else:
             lines[index] = format_user(user)
+    record_change(ctx, args, "rapi_user_add", f"rapi-user/{args.name}")
     rights = f"roles {format_roles(roles)}" if roles else "read only"
     ctx.out(
         f"{'added' if index is None else 'replaced'} RAPI user {args.name} ({rights}) in {path}"
@@ -106,5 +124,6 @@ def user_remove(ctx: Context, args: argparse.Namespace) -> int:
         if index is None:
             raise Failed(f"no RAPI user {args.name!r} in {path}")
         del lines[index]
+    record_change(ctx, args, "rapi_user_remove", f"rapi-user/{args.name}")
     ctx.out(f"removed RAPI user {args.name} (its tokens stop working with it)")
     return EXIT_OK

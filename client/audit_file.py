@@ -1,0 +1,136 @@
+"""lw-rapi's own audit file (docs/contracts.md#audit-log): the entries of RAPI user and
+token changes, in `rapi_audit.sqlite` beside `rapi_users` and `rapi_tokens` (not the
+daemons' `audit.sqlite`: a development stack's lw-rapi shares their state directory).
+
+Two kinds of process write it, `lw rapi-user` (an operator, often root) and lw-rapi
+(`POST /2/tokens`), so an append numbers its entry inside one write transaction
+(`BEGIN IMMEDIATE`: read the highest seq, insert the next) and commits it synced (WAL,
+`synchronous=FULL`) before the change is reported done.  `lw audit` and lw-rapi's
+`GET /2/audit` read it read-only; a missing file holds no entries.  The table is the one
+the daemons keep their entries in (client._server.audit_sql), so one format serves all.
+
+Public client code (`lw`) writes it, so it cannot use the daemons' toolkit; the file is
+small (user and token changes are rare), so a read decodes every row and filters with
+`client.audit.newest`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from client.audit import RETENTION_COUNT, RETENTION_DAYS, AuditEntry, Query, newest
+from client.rapi_users import owned_like_directory
+
+AUDIT_FILE: Final = "rapi_audit.sqlite"
+TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS audit ("
+    " seq INTEGER PRIMARY KEY, ts REAL NOT NULL, actor TEXT NOT NULL,"
+    " target TEXT NOT NULL, entry BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
+)
+"""The daemons' audit table (client._server.audit_sql.SCHEMA; a test keeps them equal)."""
+BUSY_SECONDS: Final = 10.0
+"""How long an append waits for another writer's transaction."""
+_ENCODE: Final = msgspec.msgpack.Encoder().encode
+_DECODE: Final = msgspec.msgpack.Decoder(AuditEntry).decode
+
+
+def audit_path(state_dir: Path) -> Path:
+    """Where lw-rapi's audit file lives (its state directory)."""
+    return state_dir / AUDIT_FILE
+
+
+def rapi_entry(method: str, target: str, actor: str, now: float) -> AuditEntry:
+    """An entry of this process's change to the RAPI's users or tokens (`seq` 0: `append`
+    numbers it): `daemon` rapi, this process's uid and pid."""
+    return AuditEntry(
+        seq=0,
+        ts=now,
+        daemon="rapi",
+        actor=actor,
+        uid=os.getuid(),
+        pid=os.getpid(),
+        job_id=None,
+        method=method,
+        target=target,
+        outcome="ok",
+    )
+
+
+def append(state_dir: Path, entry: AuditEntry) -> AuditEntry:
+    """Number `entry` after the file's last and store it durably (synced before this
+    returns), applying retention in the same transaction; the numbered entry.  Raises
+    sqlite3.Error or OSError when the file cannot be written."""
+    path = audit_path(state_dir)
+    _create(path)
+    db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")  # in WAL mode: every commit is synced
+        for statement in TABLE:
+            db.execute(statement)
+        db.execute("BEGIN IMMEDIATE")  # the write lock first: no other writer numbers alike
+        try:
+            (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()
+            entry = msgspec.structs.replace(entry, seq=int(last) + 1)
+            db.execute(
+                "INSERT INTO audit VALUES (?, ?, ?, ?, ?)",
+                (entry.seq, entry.ts, entry.actor, entry.target, _ENCODE(entry)),
+            )
+            db.execute(
+                "DELETE FROM audit WHERE ts < ? OR seq <= ?",
+                (entry.ts - RETENTION_DAYS * 86_400, entry.seq - RETENTION_COUNT),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+    return entry
+
+
+def _create(path: Path) -> None:
+    """Make the file if it is missing, mode 0600 and (made by root) owned like its
+    directory, so lw-rapi, its own user under systemd, can append too; SQLite gives its
+    -wal and -shm files the file's owner.  A new file's directory entry is synced."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        owned_like_directory(fd, path.parent)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read(state_dir: Path, query: Query) -> list[AuditEntry]:
+    """The file's entries that `query` asks for, newest last ([] when there is no file).
+    Raises sqlite3.Error or OSError when it cannot be read (another user's, damaged)."""
+    path = audit_path(state_dir)
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
+    try:
+        blobs = db.execute("SELECT entry FROM audit ORDER BY seq").fetchall()
+    finally:
+        db.close()
+    return newest((_DECODE(blob) for (blob,) in blobs), query)
+
+
+def record(state_dir: Path, method: str, target: str, actor: str) -> AuditEntry:
+    """Append this process's change `method` of `target` for `actor`, now."""
+    return append(state_dir, rapi_entry(method, target, actor, time.time()))
