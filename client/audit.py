@@ -85,13 +85,6 @@ class Query(msgspec.Struct, frozen=True):
         )
 
 
-def newest(entries: Iterable[AuditEntry], query: Query) -> list[AuditEntry]:
-    """The entries `query` asks for, of `entries` in store order: the newest `limit`,
-    newest last."""
-    found = [entry for entry in entries if query.matches(entry)]
-    return found[-query.limit :] if query.limit > 0 else []
-
-
 def merged(parts: Sequence[Sequence[AuditEntry]], limit: int) -> list[AuditEntry]:
     """Several daemons' answers as one list by `ts` (then daemon, then seq), newest last,
     the newest `limit` kept."""

@@ -7,11 +7,7 @@ Two kinds of process write it, `lw rapi-user` (an operator, often root) and lw-r
 (`BEGIN IMMEDIATE`: read the highest seq, insert the next) and commits it synced (WAL,
 `synchronous=FULL`) before the change is reported done.  `lw audit` and lw-rapi's
 `GET /2/audit` read it read-only; a missing file holds no entries.  The table is the one
-the daemons keep their entries in (client._server.audit_sql), so one format serves all.
-
-Public client code (`lw`) writes it, so it cannot use the daemons' toolkit; the file is
-small (user and token changes are rare), so a read decodes every row and filters with
-`client.audit.newest`.
+the daemons keep their entries in (client.audit_table), so one format serves all.
 """
 
 from __future__ import annotations
@@ -24,21 +20,13 @@ from typing import Final
 
 import msgspec
 
-from client.audit import RETENTION_COUNT, RETENTION_DAYS, AuditEntry, Query, newest
+from client.audit import RETENTION_COUNT, RETENTION_DAYS, AuditEntry, Query
+from client.audit_table import create, insert, last_seq, prune, select
 from client.rapi_users import owned_like_directory
 
 AUDIT_FILE: Final = "rapi_audit.sqlite"
-TABLE: Final = (
-    "CREATE TABLE IF NOT EXISTS audit ("
-    " seq INTEGER PRIMARY KEY, ts REAL NOT NULL, actor TEXT NOT NULL,"
-    " target TEXT NOT NULL, entry BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
-)
-"""The daemons' audit table (client._server.audit_sql.SCHEMA; a test keeps them equal)."""
 BUSY_SECONDS: Final = 10.0
 """How long an append waits for another writer's transaction."""
-_ENCODE: Final = msgspec.msgpack.Encoder().encode
-_DECODE: Final = msgspec.msgpack.Decoder(AuditEntry).decode
 
 
 def audit_path(state_dir: Path) -> Path:
@@ -73,20 +61,12 @@ def append(state_dir: Path, entry: AuditEntry) -> AuditEntry:
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")  # in WAL mode: every commit is synced
-        for statement in TABLE:
-            db.execute(statement)
+        create(db)
         db.execute("BEGIN IMMEDIATE")  # the write lock first: no other writer numbers alike
         try:
-            (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()
-            entry = msgspec.structs.replace(entry, seq=int(last) + 1)
-            db.execute(
-                "INSERT INTO audit VALUES (?, ?, ?, ?, ?)",
-                (entry.seq, entry.ts, entry.actor, entry.target, _ENCODE(entry)),
-            )
-            db.execute(
-                "DELETE FROM audit WHERE ts < ? OR seq <= ?",
-                (entry.ts - RETENTION_DAYS * 86_400, entry.seq - RETENTION_COUNT),
-            )
+            entry = msgspec.structs.replace(entry, seq=last_seq(db) + 1)
+            insert(db, [entry])
+            prune(db, entry.ts, RETENTION_DAYS, RETENTION_COUNT)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -125,10 +105,9 @@ def read(state_dir: Path, query: Query) -> list[AuditEntry]:
         return []
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
     try:
-        blobs = db.execute("SELECT entry FROM audit ORDER BY seq").fetchall()
+        return select(db, query)
     finally:
         db.close()
-    return newest((_DECODE(blob) for (blob,) in blobs), query)
 
 
 def record(state_dir: Path, method: str, target: str, actor: str) -> AuditEntry:

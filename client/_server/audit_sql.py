@@ -1,6 +1,6 @@
-"""Audit entries in SQLite (docs/contracts.md#audit-log): the table, its queries and its
-retention, for any connection; and `AuditDb`, a file of its own (`audit.sqlite` in a
-state directory).
+"""The daemons' audit files (docs/contracts.md#audit-log): `AuditDb`, a file of entries of
+its own (`audit.sqlite` in a state directory), and whole-file reads, copies and writes
+(backups, store copies).  The table itself is client.audit_table's.
 """
 
 from __future__ import annotations
@@ -9,73 +9,10 @@ import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
-
-import msgspec
 
 from client.audit import AuditEntry, Query
+from client.audit_table import create, decode_entry, insert, last_seq, prune, select
 from client.backup import fsync_dir
-
-SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS audit ("
-    " seq INTEGER PRIMARY KEY, ts REAL NOT NULL, actor TEXT NOT NULL,"
-    " target TEXT NOT NULL, entry BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
-)
-_ENCODE: Final = msgspec.msgpack.Encoder().encode
-_DECODE: Final = msgspec.msgpack.Decoder(AuditEntry).decode
-DAY: Final = 86_400.0
-
-
-def create(db: sqlite3.Connection) -> None:
-    """Make the audit table and its index where they are missing."""
-    for statement in SCHEMA:
-        db.execute(statement)
-
-
-def rows(entries: Iterable[AuditEntry]) -> list[tuple[int, float, str, str, bytes]]:
-    """The table's rows for `entries` (numbered)."""
-    return [(e.seq, e.ts, e.actor, e.target, _ENCODE(e)) for e in entries]
-
-
-def insert(db: sqlite3.Connection, entries: Iterable[AuditEntry]) -> None:
-    """Add numbered entries (an entry already there, replayed, is left as it is)."""
-    db.executemany("INSERT OR IGNORE INTO audit VALUES (?, ?, ?, ?, ?)", rows(entries))
-
-
-def select(db: sqlite3.Connection, query: Query) -> list[AuditEntry]:
-    """The entries `query` asks for: the newest `limit`, newest last."""
-    where, args = [], []
-    for clause, value in (
-        ("ts >= ?", query.since),
-        ("ts < ?", query.until),
-        ("actor = ?", query.actor),
-        ("target = ?", query.target),
-    ):
-        if value is not None:
-            where.append(clause)
-            args.append(value)
-    sql = "SELECT entry FROM audit"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    found = db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, max(0, query.limit)))
-    return [_DECODE(blob) for (blob,) in reversed(found.fetchall())]
-
-
-def last_seq(db: sqlite3.Connection) -> int:
-    """The highest seq stored (0: none)."""
-    (seq,) = db.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()
-    return int(seq)
-
-
-def prune(db: sqlite3.Connection, now: float, days: float, count: int) -> int:
-    """Drop what retention no longer keeps: entries older than `days`, and all but the
-    newest `count`.  Answers how many were dropped."""
-    newest = last_seq(db)
-    cur = db.execute(
-        "DELETE FROM audit WHERE ts < ? OR seq <= ?", (now - days * DAY, newest - count)
-    )
-    return cur.rowcount
 
 
 def select_file(path: Path, query: Query) -> list[AuditEntry]:
@@ -112,7 +49,9 @@ def read_file(path: Path) -> list[AuditEntry]:
         return []
     db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     try:
-        return [_DECODE(blob) for (blob,) in db.execute("SELECT entry FROM audit ORDER BY seq")]
+        return [
+            decode_entry(blob) for (blob,) in db.execute("SELECT entry FROM audit ORDER BY seq")
+        ]
     finally:
         db.close()
 

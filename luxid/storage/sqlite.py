@@ -36,8 +36,7 @@ from typing import Any, Final
 import msgspec
 from msgspec.structs import replace
 
-from client import errors
-from client._server import audit_sql
+from client import audit_table, errors
 from client._server.write_placement import SyncMode
 from client.api.common import Event
 from client.audit import RETENTION_COUNT, AuditEntry, Query, number_entries
@@ -76,7 +75,7 @@ CREATE TABLE IF NOT EXISTS events (
     ts   REAL NOT NULL,
     data BLOB NOT NULL
 );
-""" + ";\n".join(audit_sql.SCHEMA)
+""" + ";\n".join(audit_table.SCHEMA)
 # Events are pruned once this many were appended since the last pruning (and at open).
 _PRUNE_EVERY: Final = 1000
 
@@ -146,7 +145,7 @@ class SqliteTransaction:
     def append_audit(self, entries: Iterable[AuditEntry]) -> None:
         """Store the entries with this transaction (client.audit.number_entries)."""
         numbered = number_entries(entries, self._last_audit)
-        audit_sql.insert(self._conn, numbered)
+        audit_table.insert(self._conn, numbered)
         self._last_audit = max([self._last_audit, *(e.seq for e in numbered)])
 
     def insert(self, jobs: Iterable[Job]) -> None:
@@ -269,7 +268,7 @@ class SqliteJobStore:
         self._last_id: int = int(row[0])
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         self._last_event: int = int(row[0]) if row else 0
-        self._last_audit = audit_sql.last_seq(conn)
+        self._last_audit = audit_table.last_seq(conn)
         self.retention = Retention()
         self._unpruned = 0
 
@@ -391,14 +390,14 @@ class SqliteJobStore:
         """The audit entries `query` asks for, newest last."""
         with self._lock:
             try:
-                return audit_sql.select(self._conn, query)
+                return audit_table.select(self._conn, query)
             except sqlite3.Error as exc:
                 raise errors.StorageError(f"audit log read failed: {exc}") from exc
 
     def prune_audit(self, now: float, days: float) -> int:
         """Drop the audit entries retention no longer keeps, in a transaction of its own."""
         with self.transaction():
-            return audit_sql.prune(self._conn, now, days, RETENTION_COUNT)
+            return audit_table.prune(self._conn, now, days, RETENTION_COUNT)
 
     def auto_archive(self, older_than: float, limit: int) -> tuple[list[int], int]:
         """Archive finalized jobs that ended before `older_than` (epoch seconds).
