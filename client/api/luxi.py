@@ -396,7 +396,7 @@ class LuxiApi(DaemonApi):
 
     # -- filters (docs/contracts.md#filters) -----------------------------------------
 
-    @rpc(FilterError, InvalidParams, StorageError, audit="filter")
+    @rpc(FilterError, InvalidParams, StorageError, audit="filter/<uuid>")
     def replace_filter(
         self,
         uuid: str | None,

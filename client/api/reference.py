@@ -159,6 +159,13 @@ def _method(spec: MethodSpec, identifies: bool, structs: list[type[msgspec.Struc
     if rule:
         when = "" if rule is True else f" when `{rule}` is not null"
         lines.append(f"- **Callers**: the daemons' uid or root{when}; PermissionDenied otherwise")
+    if spec.audited:
+        rule_text = spec.options.audit
+        target = f"`{rule_text}`" if isinstance(rule_text, str) else "the object it changes"
+        lines.append(
+            f"- **Audited**: each call leaves an entry, target {target} "
+            "([audit log](contracts.md#audit-log))"
+        )
     return "\n".join(lines)
 
 

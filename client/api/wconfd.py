@@ -340,7 +340,7 @@ class WConfdApi(DaemonApi):
         """Every control-plane node that is up and its role, the master first (its
         presence keys and the leader key in etcd; one entry on local files)."""
 
-    @rpc(InvalidParams, daemons_only=True, audit="node")
+    @rpc(InvalidParams, daemons_only=True, audit="node/<this node>")
     def step_down(self, wait: Seconds = 5.0, actor: AuditActor = None) -> RoleInfo:
         """`lw cluster failover`: the master gives up its lease (a standby takes over) and
         waits up to `wait` s to see the new master; answers this node's role after.
