@@ -128,3 +128,25 @@ def test_an_actor_longer_than_128_characters_is_refused_before_anything(stack: S
     with pytest.raises(errors.InvalidParams, match="actor"):
         stack.lc.set_drain_flag(flag=False, actor="x" * 129)
     assert entries(stack.lc, target="queue") == []
+
+
+def test_retention_drops_entries_older_than_its_days(daemon_factory: Any) -> None:
+    keep = ("--audit-retention", "0.00002")  # 1.7 s
+    wconfd = daemon_factory("wconfd", *keep).start()
+    luxid = daemon_factory("luxid", *keep).start()
+    with WConfdClient(wconfd.socket, name="t") as wc, LuxiClient(luxid.socket) as lc:
+        wc.cleanup_dead_clients(actor="cli:old")
+        lc.set_drain_flag(flag=False, actor="cli:old")
+        assert len(entries(wc, actor="cli:old")) == len(entries(lc, actor="cli:old")) == 1
+        old = time.time()
+    Stack.until(lambda: time.time() > old + 2, timeout=5, step=0.1)  # the entries age
+    wconfd.stop()
+    luxid.stop()
+    wconfd.start()
+    luxid.start()
+    with WConfdClient(wconfd.socket, name="t") as wc, LuxiClient(luxid.socket) as lc:
+        wc.cleanup_dead_clients(actor="cli:new")  # wconfd applies retention as it records
+        # (on etcd at its start as master, after recording that failover)
+        Stack.until(lambda: [e["actor"] for e in entries(wc) if e["method"] != "failover"]
+                    == ["cli:new"])  # fmt: skip
+        Stack.until(lambda: entries(lc, actor="cli:old") == [])  # luxid at its start
