@@ -5,6 +5,7 @@ fencing of a master that hung past its lease, and etcd members failing under it.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -93,6 +94,14 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
         assert wc.get_metrics()["lockwarden_master"] == [[{"node": "node2"}, 1]]
         add_node(wc, "after")
         assert "after" in node_names(wc)
+        # The audit log came through the failover, which it records.
+        audit = [(e.method, e.target, e.actor) for e in wc.query_audit(limit=100)]
+        assert audit[0] == ("failover", "node/node1", "node:node1")
+        assert [a[:2] for a in audit[1:21]] == [("add_object", f"node/n{i:02d}") for i in range(20)]
+        assert audit[21:] == [
+            ("failover", "node/node2", "node:node2"),
+            ("add_object", "node/after", f"uid:{os.getuid()}"),
+        ]
     # The connection identified while standby is served on the same identity now.
     assert early.try_update_locks(request=[["node/early", "exclusive"]]) == []
     assert early.list_locks() == [["node/early", "exclusive"]]
