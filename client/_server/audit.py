@@ -64,7 +64,7 @@ class AuditCall:
     def take(self) -> bool:
         """Whether a store's write of this call may carry its entries: the first one asks
         and gets true (its entries are then built with `ride`), later ones false."""
-        taken, self.taken = self.taken, True
+        taken, self.taken = self.taken or self.recorded, True
         return not taken
 
     def ride(self, ts: float) -> list[AuditEntry]:
@@ -161,8 +161,10 @@ class Auditing:
             ACTING_FOR.reset(acting_token)
             _CURRENT.reset(current_token)
         if not call.recorded:
+            call.taken = True  # a write the call left running never carries it now
             outcome = "ok" if failure is None else _outcome(failure)
             await self.book.record(call.entries(outcome, self.clock()))
+            call.recorded = True
         if failure is not None:
             raise failure
         return result
