@@ -18,8 +18,10 @@ SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS audit ("
     " seq INTEGER PRIMARY KEY, ts REAL NOT NULL, actor TEXT NOT NULL,"
     " target TEXT NOT NULL, entry BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts)",
 )
+"""One table keyed by seq, no other index: an entry commits with the change it tells of,
+and each page more in that commit is paid by every audited call; queries and retention
+are rare and walk seq order, which is time order (entries are numbered as they come)."""
 _ENCODE: Final = msgspec.msgpack.Encoder().encode
 decode_entry: Final = msgspec.msgpack.Decoder(AuditEntry).decode
 """One stored entry (the `entry` column) back into an AuditEntry."""
@@ -69,9 +71,32 @@ def last_seq(db: sqlite3.Connection) -> int:
 
 def prune(db: sqlite3.Connection, now: float, days: float, count: int) -> int:
     """Drop what retention no longer keeps: entries older than `days`, and all but the
-    newest `count`.  Answers how many were dropped."""
+    newest `count`.  Answers how many were dropped.  The first entry young enough is found
+    by bisecting seq order (time order), a few lookups however many entries are kept."""
     newest = last_seq(db)
-    cur = db.execute(
-        "DELETE FROM audit WHERE ts < ? OR seq <= ?", (now - days * DAY, newest - count)
-    )
-    return cur.rowcount
+    young = _first_at_or_after(db, now - days * DAY)
+    keep_from = max(newest - count + 1, newest + 1 if young is None else young)
+    return db.execute("DELETE FROM audit WHERE seq < ?", (keep_from,)).rowcount
+
+
+def _first_at_or_after(db: sqlite3.Connection, cutoff: float) -> int | None:
+    """The lowest seq of an entry with ts >= cutoff, entries taken in time order (None:
+    every entry is older).  Bisects seq values x by the time of the first entry at or
+    after x, which grows with x (seqs may have gaps: pruned, or a copy's)."""
+    low, high = db.execute("SELECT min(seq), max(seq) FROM audit").fetchone()
+    if high is None or _entry_at(db, high)[1] < cutoff:
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if _entry_at(db, mid)[1] >= cutoff:
+            high = mid
+        else:
+            low = mid + 1
+    return _entry_at(db, low)[0]
+
+
+def _entry_at(db: sqlite3.Connection, seq: int) -> tuple[int, float]:
+    """(seq, ts) of the first entry at or after `seq` (one exists)."""
+    found = db.execute("SELECT seq, ts FROM audit WHERE seq >= ? ORDER BY seq LIMIT 1", (seq,))
+    row = found.fetchone()
+    return int(row[0]), float(row[1])

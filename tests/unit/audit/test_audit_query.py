@@ -38,7 +38,7 @@ QUERIES = st.builds(
 def reference(entries: list[AuditEntry], query: Query) -> list[AuditEntry]:
     """The rule as written: every matching entry in seq order, the newest `limit`."""
     found = [e for e in entries if query.matches(e)]
-    return found[len(found) - query.limit :] if query.limit else []
+    return found[max(0, len(found) - query.limit) :] if query.limit else []
 
 
 @settings(max_examples=200, deadline=None)
@@ -80,3 +80,25 @@ def test_retention_keeps_the_newest_count_and_drops_the_old() -> None:
     )
     assert audit_table.prune(db, now=86_400.0 + 5, days=1.0, count=8) == 5  # ts < 5, seq <= 2
     assert [e.seq for e in audit_table.select(db, Query())] == [6, 7, 8, 9, 10]
+
+
+@given(
+    st.lists(st.integers(0, 30), max_size=40).map(sorted),
+    st.sets(st.integers(1, 40)),
+    st.integers(0, 32),
+    st.integers(0, 45),
+)
+def test_retention_by_bisection_keeps_exactly_the_young_and_the_newest(
+    times: list[int], gone: set[int], cutoff: int, count: int
+) -> None:
+    """Seqs with gaps (entries already pruned or copied), times growing with seq."""
+    kept = [entry(float(t), "cli:a", "queue", seq) for seq, t in enumerate(times, 1)
+            if seq not in gone]  # fmt: skip
+    db = sqlite3.connect(":memory:")
+    audit_table.create(db)
+    audit_table.insert(db, kept)
+    newest = max((e.seq for e in kept), default=0)
+    dropped = audit_table.prune(db, now=cutoff + 86_400.0, days=1.0, count=count)
+    survivors = [e for e in kept if e.ts >= cutoff and e.seq > newest - count]
+    assert audit_table.select(db, Query(limit=100)) == survivors
+    assert dropped == len(kept) - len(survivors)
