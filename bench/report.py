@@ -50,6 +50,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "why_job": ([], 180),
     "events": ([], 240),
     "big_frame": ([], 180),
+    "audit": ([], 240),
 }
 DEFAULT_LIMIT = 180.0
 
@@ -324,6 +325,15 @@ def big_frame(j: Json) -> tuple[str, bool]:
     return f"max {worst} ms (p99 {p99} ms)", worst <= j["target_ping_max_ms"]
 
 
+def audit_cost(name: str) -> Callable[[Json], tuple[str, bool]]:
+    def measure(j: Json) -> tuple[str, bool]:
+        ratio = j["ratio"][name]
+        shown = f"{ratio} ({j['audited'][name]}/s vs {j['not_audited'][name]}/s)"
+        return shown, ratio >= j["target_ratio"]
+
+    return measure
+
+
 ROWS = [
     Row("ping round trips/s vs bare echo server", "rpc_roundtrip", ping_ratio, "ratio ≥ 0.7"),
     Row("lock cycles/s, one client, durable", "locks", lock_cycles, "≥ 3,000/s"),
@@ -357,6 +367,12 @@ ROWS = [
         "≥ 0.97 x"),
     Row("ping beside 15 MiB frames on another connection", "big_frame", big_frame,
         "every ping ≤ 50 ms"),
+    Row("submit_job/s audited vs --no-audit, one client", "audit",
+        audit_cost("submit_job_per_s"), "≥ 0.9 x"),
+    Row("submit_job/s audited vs --no-audit, 64 in flight", "audit",
+        audit_cost("submit_job_64_in_flight_per_s"), "≥ 0.9 x"),
+    Row("update_object/s audited vs --no-audit, one client", "audit",
+        audit_cost("update_object_per_s"), "≥ 0.9 x"),
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
