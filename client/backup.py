@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import time
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -120,6 +121,36 @@ def copy_atomic(source: Path, target: Path) -> None:
             dst.write(chunk)
         dst.flush()
         os.fsync(dst.fileno())
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """Copy the SQLite database at `source`, while others write it, to a new file
+    `target`: SQLite's online backup (one read transaction: the copy is of one commit),
+    self-contained (no -wal beside it), written under a temporary name, synced, renamed."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    src = sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        dst = sqlite3.connect(tmp)
+        try:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    replace_durably(tmp, target)
+
+
+def replace_durably(tmp: Path, target: Path) -> None:
+    """Sync the finished file `tmp`, rename it to `target`, sync the directory."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, target)
     fsync_dir(target.parent)
 

@@ -20,9 +20,10 @@ from typing import Final, Protocol
 
 import msgspec
 
-from client._server.audit_sql import AuditDb, copy_file, select_file, write_file
+from client._server.audit_sql import AuditDb, select_file, write_file
 from client._server.etcd.audit import EtcdAudit
 from client.audit import RETENTION_COUNT, AuditEntry, Query, object_target
+from client.backup import copy_sqlite
 from wconfd.config import ConfigChange, ConfigState
 from wconfd.config.objects import ConfigObject
 from wconfd.config.records import RECORD_KIND, RemoveObject
@@ -125,7 +126,7 @@ class LocalReader:
         return await asyncio.to_thread(select_file, self.path, query)
 
     async def export(self, target: Path) -> None:
-        await asyncio.to_thread(copy_file, self.path, target)
+        await asyncio.to_thread(copy_sqlite, self.path, target)
 
 
 class _NoEntries:

@@ -5,14 +5,13 @@ its own (`audit.sqlite` in a state directory), and whole-file reads, copies and 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
 from client.audit import AuditEntry, Query
 from client.audit_table import create, decode_entry, insert, last_seq, prune, select
-from client.backup import fsync_dir
+from client.backup import replace_durably
 
 
 def select_file(path: Path, query: Query) -> list[AuditEntry]:
@@ -23,24 +22,6 @@ def select_file(path: Path, query: Query) -> list[AuditEntry]:
         return select(db, query)
     finally:
         db.close()
-
-
-def copy_file(path: Path, target: Path) -> None:
-    """Copy the audit file at `path` (while it is written) to a new file `target`: one
-    read transaction (SQLite's online backup), written durably, then renamed."""
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    source = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        copy = sqlite3.connect(tmp)
-        try:
-            source.backup(copy)
-            copy.execute("PRAGMA journal_mode=DELETE")  # no -wal beside the copy
-        finally:
-            copy.close()
-    finally:
-        source.close()
-    _sync_and_rename(tmp, target)
 
 
 def read_file(path: Path) -> list[AuditEntry]:
@@ -68,17 +49,7 @@ def write_file(path: Path, entries: Iterable[AuditEntry]) -> None:
             insert(db, entries)
     finally:
         db.close()
-    _sync_and_rename(tmp, path)
-
-
-def _sync_and_rename(tmp: Path, path: Path) -> None:
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
-    fsync_dir(path.parent)
+    replace_durably(tmp, path)
 
 
 class AuditDb:

@@ -18,7 +18,6 @@ carried: they tell of changes, and a store starts its own.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from client._server.etcd.audit import EtcdAudit
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.wire import KeyValue, prefix_end
 from client.audit import RETENTION_COUNT, AuditEntry, Query
+from client.backup import copy_sqlite
 from luxid.jobs.model import Job
 from luxid.storage.base import JobStore
 from luxid.storage.etcd_keys import JobKeys, decode_job, decode_log
@@ -56,29 +56,15 @@ class JobsDump:
 
 
 def backup_sqlite(source: Path, target: Path) -> int:
-    """Copy the SQLite database at `source` to `target` with SQLite's online backup API
-    (one read transaction: writers go on, the copy is of one commit), as one
-    self-contained file written durably under a temporary name, then renamed.  Blocking:
-    run it off the event loop.  The copy's highest allocated job id."""
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    src = sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True)
+    """Copy the job store at `source` to `target` while luxid writes it
+    (client.backup.copy_sqlite: one commit's content, durably).  Blocking: run it off the
+    event loop.  The copy's highest allocated job id."""
+    copy_sqlite(source, target)
+    copy = sqlite3.connect(target)
     try:
-        dst = sqlite3.connect(tmp)
-        try:
-            src.backup(dst)
-            dst.execute("PRAGMA journal_mode=DELETE")  # no -wal beside the copy
-            row = dst.execute("SELECT value FROM meta WHERE key = 'last_job_id'").fetchone()
-        finally:
-            dst.close()
+        row = copy.execute("SELECT value FROM meta WHERE key = 'last_job_id'").fetchone()
     finally:
-        src.close()
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+        copy.close()
     return int(row[0]) if row else 0
 
 
