@@ -270,7 +270,7 @@ class EventRing:
         reads on from there (client._server.event_log does, before answering)."""
         assert self._older is not None
         upto = min(self.spilled, horizon)
-        scan = min(_OLDER_SCAN, max(limit, 1) * 4) if topics else 0
+        scan = min(_OLDER_SCAN, max(limit * 4, 1000)) if topics else 0
         floor, rows = self._older(after, upto, scan)
         gap = after < floor
         if not topics:  # asks only for `last`
