@@ -22,7 +22,9 @@ The state is built through luxid's own methods, on one wconfd + luxid:
 
 `restart` times from the SIGKILL to the first answer (process start and imports
 included: what an operator waits for when systemd restarts luxid), with `start_to_answer_s`
-from the new process's start.
+from the new process's start.  It assumes the modules' bytecode is compiled, as an
+installed package has it: a source tree never compiled and run with PYTHONDONTWRITEBYTECODE
+set compiles every module at each start, which here cost about as much as the load.
 
 The drain row: bench/drain.py's drain (its `populate` and `drain_node`), 10,000 instances
 with max_parallel 100 beside 1,000 instances with the same max_parallel, each on a fresh
