@@ -22,18 +22,24 @@ PAUSE_ALL = {"priority": 0, "predicates": [], "action": "PAUSE", "reason": []}
 REJECT_ALL = {"priority": 0, "predicates": [], "action": "REJECT", "reason": []}
 
 
-def pipelined_submit_rate(socket: Path, seconds: float, in_flight: int = 64) -> float:
+def pipelined_submit_rate(
+    socket: Path, seconds: float = 0.0, in_flight: int = 64, count: int = 0
+) -> float:
     """submit_job/s of one asyncio client keeping `in_flight` calls of a DELAY0 job going
-    for `seconds`."""
+    for `seconds`, or (`count` > 0) for exactly `count` submits."""
 
     async def go() -> float:
-        client = AsyncLuxiClient(socket)
-        done = 0
+        client = AsyncLuxiClient(socket, timeout=600)
+        started = done = 0
         stop = time.perf_counter() + seconds
 
+        def more() -> bool:
+            return started < count if count else time.perf_counter() < stop
+
         async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
+            nonlocal started, done
+            while more():
+                started += 1
                 await client.submit_job(ops=[DELAY0])
                 done += 1
 
@@ -79,13 +85,17 @@ def fsync_ms(directory: Path, commits: int = 200) -> dict[str, float]:
         conn.close()
 
 
+def luxid_pid(run: Path) -> int:
+    """The pid of the lw-luxid serving run directory `run`."""
+    return next(
+        p.pid for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] and "lw-luxid" in " ".join(p.info["cmdline"])
+        and str(run) in p.info["cmdline"]
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def stack(root: Path, *luxid_args: str) -> Iterator[tuple[Path, int]]:
     """wconfd + luxid on `root`; yields (run dir, luxid pid)."""
     with daemon("wconfd", base=root) as (run, _), daemon("luxid", *luxid_args, base=root):
-        pid = next(
-            p.pid for p in psutil.process_iter(["cmdline"])
-            if p.info["cmdline"] and "lw-luxid" in " ".join(p.info["cmdline"])
-            and str(run) in p.info["cmdline"]
-        )  # fmt: skip
-        yield run, pid
+        yield run, luxid_pid(run)

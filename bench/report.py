@@ -51,6 +51,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "events": ([], 240),
     "big_frame": ([], 180),
     "audit": ([], 240),
+    "growth_luxid": ([], 1200),
 }
 DEFAULT_LIMIT = 180.0
 
@@ -334,6 +335,49 @@ def audit_cost(name: str) -> Callable[[Json], tuple[str, bool]]:
     return measure
 
 
+def luxid_restart_1m(j: Json) -> tuple[str, bool]:
+    # kill -9 -> first answer and RSS at 1,000,000 jobs, the 10,000 figures beside.
+    big, small = j["jobs"]["big"], j["jobs"]["small"]
+    rss = max(big["rss_mb"], big["restart"]["rss_after_mb"])
+    shown = (
+        f"{big['restart']['kill_to_answer_s']} s, RSS {rss} MB (at 10,000 jobs:"
+        f" {small['restart']['kill_to_answer_s']} s,"
+        f" {max(small['rss_mb'], small['restart']['rss_after_mb'])} MB)"
+    )
+    return shown, big["restart"]["kill_to_answer_s"] <= 3 and rss <= 300
+
+
+def luxid_submit_growth(j: Json) -> tuple[str, bool]:
+    jobs = j["jobs"]
+    ratio, first, last = jobs["submit_ratio"], jobs["submit_first"], jobs["submit_last"]
+    shown = (
+        f"{ratio['pipelined_64_per_s']} with 64 in flight ({last['pipelined_64_per_s']}/s vs"
+        f" {first['pipelined_64_per_s']}/s); sync {ratio['sync_per_s']}"
+        f" ({last['sync_per_s']}/s vs {first['sync_per_s']}/s)"
+    )
+    return shown, min(ratio.values()) >= 0.9
+
+
+def luxid_query_1m(j: Json) -> tuple[str, bool]:
+    big, small = j["jobs"]["big"], j["jobs"]["small"]
+    archived, queued = big["query_archived"]["p50_ms"], big["query_queued"]["p50_ms"]
+    shown = (
+        f"p50 {archived} ms archived, {queued} ms queued (at 10,000 jobs:"
+        f" {small['query_archived']['p50_ms']} ms, {small['query_queued']['p50_ms']} ms)"
+    )
+    return shown, max(archived, queued) <= 2
+
+
+def drain_10k(j: Json) -> tuple[str, bool]:
+    d = j["drain"]
+    big, small = d["big"], d["small"]
+    shown = (
+        f"{big['complete_s']} s, at most {big['max_concurrent_moves']} at once"
+        f" ({small['instances']} instances: {small['complete_s']} s)"
+    )
+    return shown, big["complete_s"] <= 150 and big["max_concurrent_moves"] <= d["max_parallel"]
+
+
 ROWS = [
     Row("ping round trips/s vs bare echo server", "rpc_roundtrip", ping_ratio, "ratio ≥ 0.7"),
     Row("lock cycles/s, one client, durable", "locks", lock_cycles, "≥ 3,000/s"),
@@ -354,10 +398,18 @@ ROWS = [
     Row("scheduling pass, 100 budgets, 10,000 instances, 10,000 queued", "budgets",
         budget_pass, "≤ 100 ms"),
     Row("luxid RSS, 100,000 archived jobs", "queue", rss, "≤ 200 MB"),
+    Row("luxid kill -9 → first answer, 1,000,000 jobs (990,000 archived, 10,000 queued)",
+        "growth_luxid", luxid_restart_1m, "≤ 3 s; RSS ≤ 300 MB"),
+    Row("submit_job/s, jobs 990,000-1,000,000 vs the first 10,000", "growth_luxid",
+        luxid_submit_growth, "ratio ≥ 0.9"),
+    Row("query_jobs of one job by id, 1,000,000 jobs", "growth_luxid", luxid_query_1m,
+        "p50 ≤ 2 ms"),
     Row("node drain, 1,000 instances, max_parallel 20", "drain", drain,
         "≤ 15 s, never > 20 at once"),
     Row("node drain, 1,000 instances in a budget of 20, max_parallel 50", "drain",
         drain_budget, "≤ 15 s, never > 20 disrupted"),
+    Row("node drain, 10,000 instances, max_parallel 100", "growth_luxid", drain_10k,
+        "≤ 150 s, never > 100 at once"),
     Row("drain deadline fired", "drain", drain_deadline, "≤ 100 ms late"),
     Row("drain plan, 1,000 instances, through the stub", "drain_plan", drain_plan, "≤ 200 ms"),
     Row("why_job, 1,000 queued jobs, 500 locks held", "why_job", why_job, "p50 ≤ 2 ms"),

@@ -15,12 +15,18 @@ keeps the same ones.
 
 A gap: events after `after` existed that are no longer kept.  `pruned` is the highest
 index ever dropped (or known not kept at load), so `after < pruned` is exactly that.
+
+Memory: a ring given `older` (luxid's SQLite store) holds at most `keep` events in memory;
+the age floor's extra (events beyond `keep` but younger than `min_age`, which a burst of
+jobs makes unbounded: a million jobs in ten minutes) stays in the store, which prunes by
+the same rule, and a read below `spilled` asks the store for them through `older`.  The
+ring does no I/O of its own.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -109,6 +115,12 @@ _encoder = msgspec.json.Encoder()
 _head = msgspec.json.Decoder(_Head)
 _events = msgspec.json.Decoder(list[Event])
 
+OlderEvents = Callable[[int, int, int], tuple[int, list[bytes]]]
+"""A store's kept events, for a ring that holds only the newest in memory: (after, upto,
+limit) -> (the highest index the store no longer keeps, the compact JSON of up to `limit`
+kept events with after < index <= upto, in index order)."""
+_OLDER_SCAN: Final = 5000  # rows read from the store per call, at most
+
 
 class EventRing:
     """Kept events by index, the newest index ever, the highest index dropped.
@@ -117,13 +129,21 @@ class EventRing:
     Struct and its dict, and nothing to encode again per follower."""
 
     __slots__ = (
-        "_events", "_indexes", "_raws", "_start", "_topics", "last", "pruned", "retention",
+        "_events", "_indexes", "_older", "_raws", "_start", "_topics", "last", "pruned",
+        "retention", "spilled",
     )  # fmt: skip
 
     def __init__(
-        self, retention: Retention | None = None, *, last: int = 0, pruned: int = 0
+        self,
+        retention: Retention | None = None,
+        *,
+        last: int = 0,
+        pruned: int = 0,
+        older: OlderEvents | None = None,
     ) -> None:
         self.retention = retention or Retention()
+        self._older = older
+        self.spilled = pruned  # events up to here are not in memory (with `older`: kept there)
         self._events: list[_Kept] = []
         self._indexes: list[int] = []
         self._raws: list[msgspec.Raw] = []  # beside _events: every topic is a slice
@@ -136,11 +156,11 @@ class EventRing:
         return len(self._events) - self._start
 
     def kept_json(self) -> list[msgspec.Raw]:
-        """Every kept event's JSON, oldest first."""
+        """Every kept event's JSON in memory, oldest first."""
         return [kept.json for kept in self._events[self._start :]]
 
     def kept(self) -> list[Event]:
-        """Every kept event, oldest first."""
+        """Every kept event in memory, oldest first."""
         return _events.decode(_encoder.encode(self.kept_json()))
 
     def extend(self, events: Iterable[Event]) -> None:
@@ -151,14 +171,15 @@ class EventRing:
             self._append(_Kept(event.index, event.ts, event.topic, raw))
         self._prune()
 
-    def extend_json(self, raws: Iterable[bytes | msgspec.Raw]) -> None:
+    def extend_json(self, raws: Iterable[bytes | msgspec.Raw], *, compact: bool = False) -> None:
         """`extend` with events as JSON (a snapshot's, a store's).  Each is kept compact,
         whatever its layout in the file (a pretty-printed snapshot's are indented): kept
-        JSON goes verbatim into one-line answers and into the next snapshot's checksum."""
+        JSON goes verbatim into one-line answers and into the next snapshot's checksum.
+        `compact`: the JSON is known compact already (a store's own encoding)."""
         for raw in raws:
-            compact = msgspec.json.format(bytes(raw), indent=-1)
-            head = _head.decode(compact)
-            self._append(_Kept(head.index, head.ts, head.topic, msgspec.Raw(compact)))
+            compact_raw = bytes(raw) if compact else msgspec.json.format(bytes(raw), indent=-1)
+            head = _head.decode(compact_raw)
+            self._append(_Kept(head.index, head.ts, head.topic, msgspec.Raw(compact_raw)))
         self._prune()
 
     def _append(self, kept: _Kept) -> None:
@@ -184,9 +205,14 @@ class EventRing:
         start = self._start
         kept = len(events) - start
         while kept and retention.drops_at(events[start].ts, newest_ts, kept):
-            self.pruned = events[start].number
+            self.pruned = self.spilled = events[start].number
             start += 1
             kept -= 1
+        if self._older is not None:  # the age floor's extra stays in the store only
+            while kept > retention.keep:
+                self.spilled = events[start].number
+                start += 1
+                kept -= 1
         self._start = start
         if start >= _COMPACT_AT and start * 2 >= len(events):
             del events[:start]
@@ -209,6 +235,8 @@ class EventRing:
                 f"({self.last}); start from 0 or from a `last` this daemon answered",
                 {"param": "after"},
             )
+        if self._older is not None and after < self.spilled:
+            return self._read_older(after, topics, limit, horizon)
         gap = after < self.pruned
         last = max(after, horizon)
         if not topics:  # asks only for `last`: the newest index
@@ -230,4 +258,37 @@ class EventRing:
                 last = kept.number
                 if len(out) >= limit:
                     break
+        return RawBatch(events=out, last=last, gap=gap)
+
+    def _read_older(
+        self, after: int, topics: Collection[str], limit: int, horizon: int
+    ) -> RawBatch:
+        """`read` below `spilled`: from the store, then on in memory if the limit allows.
+        At most _OLDER_SCAN rows are read per call (a follower of a rare topic far behind
+        must not hold the event loop for a million rows): an answer without events may
+        then stop short of the newest, its `last` saying how far it read, and the caller
+        reads on from there (client._server.event_log does, before answering)."""
+        assert self._older is not None
+        upto = min(self.spilled, horizon)
+        scan = min(_OLDER_SCAN, max(limit * 4, 1000)) if topics else 0
+        floor, rows = self._older(after, upto, scan)
+        gap = after < floor
+        if not topics:  # asks only for `last`
+            return RawBatch(events=[], last=max(after, horizon), gap=gap)
+        out: list[msgspec.Raw] = []
+        last = after
+        for row in rows:
+            head = _head.decode(row)
+            last = head.index
+            if head.topic in topics:
+                out.append(msgspec.Raw(row))
+                if len(out) >= limit:
+                    return RawBatch(events=out, last=last, gap=gap)
+        if len(rows) < scan or last >= upto:  # the store's part is read: on in memory
+            last = max(last, upto)
+            if last < horizon:
+                rest = self.read(last, topics, limit - len(out), horizon)
+                if rest.events or not out:
+                    last = rest.last
+                return RawBatch(events=out + rest.events, last=last, gap=gap)
         return RawBatch(events=out, last=last, gap=gap)

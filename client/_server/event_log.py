@@ -144,6 +144,9 @@ class EventLog:
                 if batch.events or batch.gap or left <= 0:
                     return self._shared(after, wanted, limit, batch)
                 after = batch.last  # what is left out by `topics` need not be read again
+                if after < self._visible:  # a read of a store's older events stopped
+                    await asyncio.sleep(0)  # short (client.events): read on, after the
+                    continue  # others had their turn
                 # A future of its own and a timer (cheaper than wait_for over a shared one).
                 fut = loop.create_future()
                 self._waiting.append(fut)

@@ -15,7 +15,7 @@ import msgspec
 from client._server import event_log
 from client._server.event_log import EventLog
 from client.api.common import EventBatch
-from client.events import EventRing, new_event, numbered
+from client.events import _OLDER_SCAN, EventRing, Retention, new_event, numbered
 
 
 def draft(topic: str = "job") -> list:
@@ -99,5 +99,27 @@ def test_lock_is_wanted_while_and_shortly_after_someone_asks() -> None:
         assert log.lock_wanted  # for LOCK_INTEREST s after the last call
         log._lock_seen -= event_log.LOCK_INTEREST + 1
         assert not log.lock_wanted
+
+    asyncio.run(main())
+
+
+def test_a_rare_topic_far_back_in_the_store_is_answered_at_once() -> None:
+    """A ring that spilled to its store reads it in bounded scans (client.events): a
+    follower of a topic found only past many of them still gets it in one call, without
+    waiting for a new event."""
+    events = numbered(draft() * (3 * _OLDER_SCAN) + draft("drain"), 1)
+    rows = [msgspec.json.encode(e) for e in events]
+
+    def older(after: int, upto: int, limit: int) -> tuple[int, list[bytes]]:
+        return 0, rows[after:upto][:limit]
+
+    async def main() -> None:
+        ring = EventRing(Retention(10, 10**9), older=older)
+        ring.extend(events)
+        log = EventLog("luxid", ring)
+        started = time.monotonic()
+        batch = decoded(await log.watch(0, ["drain"], 5, 10))
+        assert [e.topic for e in batch.events] == ["drain"] and not batch.gap
+        assert time.monotonic() - started < 2
 
     asyncio.run(main())

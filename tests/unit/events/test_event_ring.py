@@ -98,6 +98,54 @@ def test_the_age_floor_keeps_everything_young_and_at_least_keep(events, keep, mi
         assert kept == events[len(events) - len(kept) :]
 
 
+class ListStore:
+    """The store behind a ring that spills (client.events.OlderEvents): every event's JSON,
+    the oldest `dropped` of them pruned."""
+
+    def __init__(self, events: list[Event], dropped: int) -> None:
+        self.rows = [(e.index, msgspec.json.encode(e)) for e in events[dropped:]]
+        self.floor = events[dropped - 1].index if dropped else 0
+
+    def older(self, after: int, upto: int, limit: int) -> tuple[int, list[bytes]]:
+        return self.floor, [raw for i, raw in self.rows if after < i <= upto][:limit]
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(1, 10), st.sets(topic), st.integers(1, 7), st.data())
+def test_a_ring_that_spills_to_its_store_answers_as_one_that_keeps_all(
+    events, keep, topics, limit, data
+):
+    """With the age floor keeping everything, a ring holding only `keep` in memory answers
+    every follower from its store as a ring holding all would; a gap only for events the
+    store itself pruned."""
+    dropped = data.draw(st.integers(0, len(events)))
+    store = ListStore(events, dropped)
+    ring = EventRing(Retention(keep, 10**9), older=store.older)
+    for event in events:
+        ring.extend([event])
+    assert ring.kept() == events[-keep:] if events else ring.kept() == []
+    after = data.draw(st.integers(0, ring.last))
+    wanted = frozenset(topics)
+    batch = read(ring, after, wanted, limit)
+    lost = [e for e in events[:dropped] if e.index > after]
+    assert batch.gap == (bool(lost) and after < ring.spilled)
+    if batch.gap:
+        return
+    seen: list[Event] = []
+    start = after
+    for _ in range(1000):  # as event_log reads on: an answer of the store's part may stop short
+        batch = read(ring, after, wanted, limit)
+        assert not batch.gap
+        seen += batch.events
+        if batch.events:
+            assert batch.last == batch.events[-1].index
+        elif batch.last == ring.last:
+            break
+        assert batch.last > after
+        after = batch.last
+    assert seen == [e for e in events if e.index > start and e.topic in topics]
+
+
 def test_the_newest_index_alone_and_after_too_big():
     ring = EventRing()
     ring.extend(numbered([new_event("wconfd", "config", "add", "node/n1", {}, 1.0)] * 3, 1))
