@@ -374,6 +374,7 @@ def load_durable_state(
         store,
         initial=lambda: DurableState.fresh(time.time(), retention),
         from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
+        from_checked=lambda snap: DurableState.from_snapshot(snap, retention, checked=True),
         apply=apply,
         to_snapshot=DurableState.snapshot_json,
     )
