@@ -146,7 +146,9 @@ class EtcdStore:
             raise StorageError("this node is not the master: it has no fenced writer")
         kvs, revision = await read_all(self.client, self.keys)
         self.loaded_revision = revision
-        decoded = decode_state(self.keys, kvs)
+        # Off the event loop: at 100,000 instances decoding takes seconds, and the loop
+        # must keep the term's lease alive meanwhile.
+        decoded = await asyncio.to_thread(decode_state, self.keys, kvs)
         config = decoded.config
         found = 0 if config is None else config.serial_no
         if found < self.known_serial:
