@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -48,8 +49,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 sys.path.append(sys.path.pop(0))  # as in config.py: this folder's queue.py must not shadow queue
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -245,13 +244,16 @@ def fill_journal(daemon: Wconfd, instances: int, records: int) -> dict[str, Any]
     seconds = asyncio.run(write_journal(daemon.socket, instances, range(probe), serials))
     seq, now = journal_records(state_dir)
     per_update = (now - before) / probe  # the update's record and its audit note
-    more = max(0, int((records - now) / per_update) + 1)
-    updates = range(probe, probe + more)
-    seconds += asyncio.run(write_journal(daemon.socket, instances, updates, serials))
+    updates = probe
+    while now < records:
+        more = range(updates, updates + math.ceil((records - now) / per_update))
+        seconds += asyncio.run(write_journal(daemon.socket, instances, more, serials))
+        updates = more.stop
+        seq, now = journal_records(state_dir)
     seq, now = journal_records(state_dir)
     assert seq == seq0, f"a snapshot was taken (seq {seq0} -> {seq}): the journal was cut"
     return {"records_after_snapshot": now, "records_per_update": round(per_update, 3),
-            "updates": probe + more, "write_s": round(seconds, 2)}  # fmt: skip
+            "updates": updates, "write_s": round(seconds, 2)}  # fmt: skip
 
 
 def first_answer_after_kill(daemon: Wconfd) -> float:
@@ -274,7 +276,9 @@ def restart_parts(state_dir: Path) -> dict[str, Any]:
             shutil.copyfile(state_dir / name, Path(tmp) / name)
         snapshot_file = Path(tmp) / "wconfd.snapshot.json"
         t0 = time.perf_counter()
-        _, snap = decode_snapshot(str(snapshot_file), "wconfd", snapshot_file.read_bytes(), Snapshot)
+        _, snap = decode_snapshot(
+            str(snapshot_file), "wconfd", snapshot_file.read_bytes(), Snapshot
+        )
         t1 = time.perf_counter()
         DurableState.from_snapshot(snap)
         t2 = time.perf_counter()
@@ -415,8 +419,11 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", choices=sorted(SIZES), default="full")
-    parser.add_argument("--rows", default="config,restart,failover",
-                        help="comma-separated: config (rows 1-2), restart, failover")
+    parser.add_argument(
+        "--rows",
+        default="config,restart,failover",
+        help="comma-separated: config (rows 1-2), restart, failover",
+    )
     parser.add_argument("--rounds", type=int, default=9, help="get_config samples per size")
     parser.add_argument("--trials", type=int, default=3, help="kills per size (rows 3 and 4)")
     args = parser.parse_args(argv)  # fmt: skip
