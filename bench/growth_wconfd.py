@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 
 from _util import summary
-from config import Wconfd, mac
+from config import NODES, Wconfd, instance
 
 from client import AsyncWConfdClient, WConfdClient
 from wconfd.backup import write_snapshot
@@ -63,7 +63,6 @@ from wconfd.durable_state import DurableState, Snapshot
 from wconfd.persistence import open_local_store
 from wconfd.storage.snapshot import decode_snapshot
 
-NODES = 100
 IN_FLIGHT = 256
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     # row -> (smaller, larger) instances
@@ -83,20 +82,6 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
 
 
 # -- building the state ---------------------------------------------------------------------
-
-
-def instance(i: int) -> dict[str, Any]:
-    """Instance number `i` as add_object takes it (as bench/config.py adds them)."""
-    return {
-        "name": f"inst{i}",
-        "primary_node": f"node{i % NODES}",
-        "secondary_nodes": [f"node{(i + 1) % NODES}"],
-        "memory": 1024,
-        "vcpus": 2,
-        "disks": [{"size": 10240}],
-        "nics": [{"mac": mac(i)}],
-        "tags": ["bench"],
-    }
 
 
 def bulk_state(instances: int) -> DurableState:

@@ -31,7 +31,7 @@ def test_a_bulk_loaded_state_is_served(tmp_path):
             assert len(config["instances"]) == 300
             assert len(config["nodes"]) == growth.NODES
             inst = wc.get_object("instance", "inst7")
-            assert inst["nics"][0]["mac"] == growth.mac(7)
+            assert inst["nics"][0]["mac"] == growth.instance(7)["nics"][0]["mac"]
             assert inst["serial_no"] == 1
     finally:
         daemon.stop()
