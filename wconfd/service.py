@@ -122,10 +122,17 @@ class WConfd:
             local = open_local_store(state_dir)
             store: DurableStore[Snapshot, Record] = local
             db = open_audit_db(state_dir)
-            # The journal's audit notes go to the file in one transaction, not one per note
-            # (a long journal holds one per audited write).
-            replayed: list[AuditEntry] = []
-            loaded = _load(store, state_dir, self.retention, lambda n: replayed.extend(n.entries))
+            # The journal's audit notes the file lacks go to it in one transaction, not one
+            # per note (a long journal holds one per audited write).  The file took every
+            # note in seq order as it became durable, and loses only a suffix in a crash:
+            # it holds (or pruned) every entry up to its last seq.
+            known, replayed = db.last_seq(), list[AuditEntry]()
+            loaded = _load(
+                store,
+                state_dir,
+                self.retention,
+                lambda n: replayed.extend(e for e in n.entries if e.seq > known),
+            )
             db.insert(replayed)
             persistence = Persistence(store, loaded)
             persistence.audit = self._audit_book(LocalReader(db), db.last_seq(), db)

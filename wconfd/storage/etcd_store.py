@@ -59,6 +59,7 @@ from wconfd.durable_state import (
 )
 from wconfd.locking.names import RELEASE
 from wconfd.storage.etcd_keys import (
+    Decoded,
     Keys,
     Meta,
     config_ops,
@@ -68,6 +69,7 @@ from wconfd.storage.etcd_keys import (
     meta_op,
     reservation_ops,
 )
+from wconfd.storage.gc_pause import gc_paused
 from wconfd.storage.seam import Loaded
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,12 @@ async def read_all(client: EtcdClient, keys: Keys) -> tuple[list[KeyValue], int]
                 break
             start = page.kvs[-1].key + b"\0"
     return kvs, revision
+
+
+def _decode(keys: Keys, kvs: list[KeyValue]) -> Decoded:
+    """decode_state, without the cyclic collector running meanwhile (wconfd.storage.gc_pause)."""
+    with gc_paused():
+        return decode_state(keys, kvs)
 
 
 class EtcdStore:
@@ -148,7 +156,7 @@ class EtcdStore:
         self.loaded_revision = revision
         # Off the event loop: at 100,000 instances decoding takes seconds, and the loop
         # must keep the term's lease alive meanwhile.
-        decoded = await asyncio.to_thread(decode_state, self.keys, kvs)
+        decoded = await asyncio.to_thread(_decode, self.keys, kvs)
         config = decoded.config
         found = 0 if config is None else config.serial_no
         if found < self.known_serial:
