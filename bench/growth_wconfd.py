@@ -62,6 +62,7 @@ from client import AsyncWConfdClient, WConfdClient
 from wconfd.backup import write_snapshot
 from wconfd.durable_state import DurableState, Snapshot
 from wconfd.persistence import open_local_store
+from wconfd.storage.gc_pause import gc_paused
 from wconfd.storage.snapshot import decode_snapshot
 
 IN_FLIGHT = 256
@@ -256,8 +257,9 @@ def first_answer_after_kill(daemon: Wconfd) -> float:
 
 
 def restart_parts(state_dir: Path) -> dict[str, Any]:
-    """In-process, on a copy of the files: the restart's cost part by part."""
-    with tempfile.TemporaryDirectory(prefix="lwbench-copy-") as tmp:
+    """In-process, on a copy of the files: the restart's cost part by part (with the
+    cyclic GC paused, as wconfd loads)."""
+    with tempfile.TemporaryDirectory(prefix="lwbench-copy-") as tmp, gc_paused():
         for name in ("wconfd.snapshot.json", "wconfd.journal"):
             shutil.copyfile(state_dir / name, Path(tmp) / name)
         snapshot_file = Path(tmp) / "wconfd.snapshot.json"
