@@ -35,7 +35,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "locks": ([], 120),
     "death": ([], 120),
     "config": ([], 240),
-    "growth_wconfd": ([], 900),
+    "growth_wconfd": (["--trials", "2"], 600),
     "queue": (["--jobs", "1000", "--exec-jobs", "200"], 300),
     "cancel": (["--runs", "3"], 120),
     "burst": (["--runs", "5"], 120),
