@@ -95,6 +95,20 @@ def mac(i: int) -> str:
     return "aa:01:" + ":".join(f"{i >> shift & 255:02x}" for shift in (24, 16, 8, 0))
 
 
+def instance(i: int) -> dict[str, Any]:
+    """Instance number `i` as add_object takes it."""
+    return {
+        "name": f"inst{i}",
+        "primary_node": f"node{i % NODES}",
+        "secondary_nodes": [f"node{(i + 1) % NODES}"],
+        "memory": 1024,
+        "vcpus": 2,
+        "disks": [{"size": 10240}],
+        "nics": [{"mac": mac(i)}],
+        "tags": ["bench"],
+    }
+
+
 async def build(path: Path, instances: int) -> float:
     """Add NODES nodes and `instances` instances, IN_FLIGHT calls at a time; seconds."""
     wc = AsyncWConfdClient(path, name="builder")
@@ -105,19 +119,7 @@ async def build(path: Path, instances: int) -> float:
 
     async def add(i: int) -> None:
         async with sem:
-            await wc.add_object(
-                "instance",
-                {
-                    "name": f"inst{i}",
-                    "primary_node": f"node{i % NODES}",
-                    "secondary_nodes": [f"node{(i + 1) % NODES}"],
-                    "memory": 1024,
-                    "vcpus": 2,
-                    "disks": [{"size": 10240}],
-                    "nics": [{"mac": mac(i)}],
-                    "tags": ["bench"],
-                },
-            )
+            await wc.add_object("instance", instance(i))
 
     await asyncio.gather(*(add(i) for i in range(instances)))
     elapsed = time.perf_counter() - t0

@@ -35,6 +35,7 @@ PLAN: dict[str, tuple[list[str], float]] = {
     "locks": ([], 120),
     "death": ([], 120),
     "config": ([], 240),
+    "growth_wconfd": (["--trials", "2"], 600),
     "queue": (["--jobs", "1000", "--exec-jobs", "200"], 300),
     "cancel": (["--runs", "3"], 120),
     "burst": (["--runs", "5"], 120),
@@ -148,6 +149,42 @@ def get_config(j: Json) -> tuple[str, bool]:
 
 def update_ratio(j: Json) -> tuple[str, bool]:
     return str(j["update_object_ratio"]), j["update_object_ratio"] <= 1.5
+
+
+def growth_get_config(j: Json) -> tuple[str, bool]:
+    g = j["get_config"]
+    small, large = sorted(g["p50_ms"], key=int)
+    shown = f"{g['ratio']}x: p50 {g['p50_ms'][large]} ms ({g['p50_ms'][small]} ms at {small})"
+    return shown, g["ratio"] <= g["target_ratio"]
+
+
+def growth_update(j: Json) -> tuple[str, bool]:
+    u = j["update_object"]
+    small, large = sorted(u["p50_ms"], key=int)
+    shown = f"{u['ratio']} (p50 {u['p50_ms'][large]} ms vs {u['p50_ms'][small]} ms at {small})"
+    return shown, u["ratio"] <= u["target_ratio"]
+
+
+def growth_restart(j: Json) -> tuple[str, bool]:
+    r = j["restart"]
+    small, large = sorted((k for k in r if k.isdigit()), key=int)
+    big, parts = r[large], r[large]["parts"]
+    shown = (
+        f"{big['kill9_to_first_answer_s']} s ({r[small]['kill9_to_first_answer_s']} s at"
+        f" {small}; in-process: snapshot decode {parts['snapshot_decode_s']} s, state"
+        f" {parts['state_from_snapshot_s']} s, replay of {parts['journal_records']} records"
+        f" {parts['replay_s']} s)"
+    )
+    return shown, big["kill9_to_first_answer_s"] <= r["target_s"]
+
+
+def growth_failover(j: Json) -> tuple[str, bool]:
+    f = j["failover"]
+    small, large = sorted((k for k in f if k.isdigit()), key=int)
+    shown = (
+        f"max {f[large]['max_s']} s, p50 {f[large]['p50_s']} s ({f[small]['max_s']} s at {small})"
+    )
+    return shown, f[large]["max_s"] <= f["target_s"]
 
 
 def submit_rate(j: Json) -> tuple[str, bool]:
@@ -387,6 +424,12 @@ ROWS = [
     Row("dead holder → waiter granted", "death", death, "p50 ≤ 5 ms, p99 ≤ 20 ms"),
     Row("get_config, 10,000 instances, stub", "config", get_config, "p50 ≤ 30 ms"),
     Row("update_object 10,000 vs 10 instances", "config", update_ratio, "ratio ≤ 1.5"),
+    Row("get_config, 100,000 instances, stub", "growth_wconfd", growth_get_config,
+        "≤ 10 x the 10,000 figure"),
+    Row("update_object 100,000 vs 10 instances", "growth_wconfd", growth_update,
+        "ratio ≤ 1.5"),
+    Row("wconfd kill -9 → first answer, 100,000 instances + 100,000 journal records",
+        "growth_wconfd", growth_restart, "≤ 3 s"),
     Row("submit_job rate, one client", "queue", submit_rate, "≥ 2,000/s"),
     Row("cancel_job of queued jobs, one client", "cancel", cancel_rate, "≥ 2,000/s"),
     Row("submit → running, idle queue", "queue", submit_to_running, "p50 ≤ 10 ms"),
@@ -427,6 +470,8 @@ ROWS = [
         audit_cost("update_object_per_s"), "≥ 0.9 x"),
     Row("etcd failover: kill -9 → first answer", "ha", ha_failover, "≤ 5 s, nothing lost"),
     Row("lock cycles/s on etcd", "ha", ha_lock_cycles, "≥ 300/s"),
+    Row("etcd failover with 100,000 instances: kill -9 → first answer", "growth_wconfd",
+        growth_failover, "≤ 8 s"),
     Row("submit_job/s on etcd", "ha_luxid", ha_submits, "≥ 300/s"),
     Row("etcd leader stalled 5 s: longest write gap", "ha_stalls", stall_write_gap, "≤ 3 s"),
     Row("etcd leader stalled 5 s: master and term kept", "ha_stalls", stall_kept,

@@ -44,6 +44,7 @@ from wconfd.config.numbers import unstorable_number
 from wconfd.config.records import ConfigChange
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
 from wconfd.durable_state import AuditNote, DurableState, Record, Snapshot
+from wconfd.storage.gc_pause import gc_paused
 from wconfd.storage.seam import DurableStore, recover
 from wconfd.storage.store import LocalStore
 
@@ -370,10 +371,12 @@ def load_durable_state(
         else:
             state.apply(record)
 
-    return recover(
-        store,
-        initial=lambda: DurableState.fresh(time.time(), retention),
-        from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
-        apply=apply,
-        to_snapshot=DurableState.snapshot_json,
-    )
+    with gc_paused():
+        return recover(
+            store,
+            initial=lambda: DurableState.fresh(time.time(), retention),
+            from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
+            from_checked=lambda snap: DurableState.from_snapshot(snap, retention, checked=True),
+            apply=apply,
+            to_snapshot=DurableState.snapshot_json,
+        )

@@ -14,6 +14,7 @@ as a standby and `take_over` installs each term's state; `stand_by` drops it aga
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from client._server.server import Connection
 from client.api.common import RoleInfo
 from client.api.declare import MethodSpec
 from client.api.wconfd import ClientInfo, Identity, PendingInfo, WConfdApi
+from client.audit import AuditEntry
 from client.errors import InvalidParams, RpcError
 from client.events import EventRing, Retention, new_event
 from client.identity import is_alive
@@ -120,7 +122,18 @@ class WConfd:
             local = open_local_store(state_dir)
             store: DurableStore[Snapshot, Record] = local
             db = open_audit_db(state_dir)
-            loaded = _load(store, state_dir, self.retention, lambda note: db.insert(note.entries))
+            # The journal's audit notes the file lacks go to it in one transaction, not one
+            # per note (a long journal holds one per audited write).  The file took every
+            # note in seq order as it became durable, and loses only a suffix in a crash:
+            # it holds (or pruned) every entry up to its last seq.
+            known, replayed = db.last_seq(), list[AuditEntry]()
+            loaded = _load(
+                store,
+                state_dir,
+                self.retention,
+                lambda n: replayed.extend(e for e in n.entries if e.seq > known),
+            )
+            db.insert(replayed)
             persistence = Persistence(store, loaded)
             persistence.audit = self._audit_book(LocalReader(db), db.last_seq(), db)
             for record in self._restore_plan(persistence.state, lambda owner: False):
@@ -194,7 +207,11 @@ class WConfd:
         clients (`foreign`) and of the dead, then serve the state.  `revision`: on etcd,
         the load's revision and where to read the revision of the record being applied
         (events are numbered from it)."""
-        state = load_durable_state(store, self.retention)
+        # In a thread: rebuilding (and validating) a large config takes seconds of CPU,
+        # and the event loop must keep the term's lease alive meanwhile (a loop blocked
+        # for a TTL loses the term: the node would be elected and deposed forever).
+        # The store is loaded already: this touches no I/O and nothing the loop uses.
+        state = await asyncio.to_thread(load_durable_state, store, self.retention)
         if revision is not None:
             state.start_term(revision[0])
             state.revision = revision[1]

@@ -112,7 +112,7 @@ def write(folder: Path, dst: Target) -> None:
     """Write the part's snapshot into DST (checked, and empty, by the caller)."""
     path = folder / SNAPSHOT_FILE
     try:
-        _, snapshot = decode_snapshot(str(path), NAME, path.read_bytes(), Snapshot)
+        snapshot = decode_snapshot(str(path), NAME, path.read_bytes(), Snapshot).state
     except (OSError, StorageCorruptError) as exc:
         raise Refused(f"{SNAPSHOT_FILE}: {exc}") from None
     audit = folder / AUDIT_FILE

@@ -79,9 +79,10 @@ class JournalFiles:
         ops.unlink(self.snapshot_path + ".tmp")
         snapshot: Any = None
         snapshot_seq = 0
+        checked = False
         raw = ops.read_file(self.snapshot_path)
         if raw is not None:
-            snapshot_seq, snapshot = decode_snapshot(
+            snapshot_seq, snapshot, checked = decode_snapshot(
                 self.snapshot_path, self.name, raw, snapshot_type
             )
         data = ops.read_file(self.journal_path)
@@ -130,7 +131,7 @@ class JournalFiles:
             ops.close(fd)
             raise
         return Found(
-            Loaded(snapshot, snapshot_seq, records, last_seq, result.torn_bytes),
+            Loaded(snapshot, snapshot_seq, records, last_seq, result.torn_bytes, checked),
             fd,
             end,
             size,

@@ -47,13 +47,16 @@ T = TypeVar("T")
 
 class Loaded(NamedTuple, Generic[S, R]):
     """What `open()` found: the snapshot (None if none), the seq it includes, the journal
-    records after it in order, the last seq, and how many torn-tail bytes were dropped."""
+    records after it in order, the last seq, how many torn-tail bytes were dropped, and
+    whether the snapshot is known to be exactly as a daemon wrote it (`checked`: a local
+    snapshot file whose checksum matched), so its contents need no second check."""
 
     snapshot: S | None
     snapshot_seq: int
     records: list[R]
     last_seq: int
     torn_bytes: int
+    checked: bool = False
 
 
 class DurableStore(Protocol[S, R]):
@@ -109,10 +112,14 @@ def recover(
     *,
     initial: Callable[[], T],
     from_snapshot: Callable[[S], T],
+    from_checked: Callable[[S], T] | None = None,
     apply: Callable[[T, R], Any],
     to_snapshot: Callable[[T], S | bytes] | None = None,
 ) -> T:
     """Open `store` and rebuild the state: snapshot (or `initial()`) + journal replay.
+
+    `from_checked`, if given, rebuilds instead of `from_snapshot` a snapshot known to be
+    exactly as written (Loaded.checked), whose contents need no second check.
 
     With `to_snapshot`, a store without a snapshot gets one of the initial state at seq 0
     at once (so a random initial state, like a fresh config's uuids, is fixed on disk
@@ -120,7 +127,8 @@ def recover(
     """
     loaded = store.open()
     if loaded.snapshot is not None:
-        state = from_snapshot(loaded.snapshot)
+        rebuild = from_checked if loaded.checked and from_checked is not None else from_snapshot
+        state = rebuild(loaded.snapshot)
     else:
         if to_snapshot is not None and loaded.records:
             path = getattr(store, "snapshot_path", "snapshot")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Final, TypeVar
+from typing import Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 
@@ -61,9 +61,19 @@ def encode_snapshot(name: str, seq: int, state_json: bytes, indent: int = 1) -> 
     return [head, msgspec.json.format(state_json, indent=indent), b"\n}\n"]
 
 
-def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> tuple[int, T]:
-    """(seq, state) from a snapshot file's contents; SnapshotCorruptError saying what is
-    wrong otherwise."""
+class Decoded(NamedTuple, Generic[T]):
+    """A snapshot file's contents: the seq its state includes, the state, and whether its
+    checksum matched (`checked`: the state is byte for byte as it was written; False
+    when the file has no crc32, as after an edit by hand)."""
+
+    seq: int
+    state: T
+    checked: bool
+
+
+def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> Decoded[T]:
+    """Decode a snapshot file's contents; SnapshotCorruptError saying what is wrong
+    otherwise."""
     try:
         env = msgspec.json.decode(data, type=Envelope)
     except msgspec.DecodeError as exc:
@@ -86,7 +96,7 @@ def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> t
         state = msgspec.json.decode(env.state, type=state_type)
     except msgspec.DecodeError as exc:
         raise SnapshotCorruptError(path, f"invalid state: {exc}") from None
-    return env.seq, state
+    return Decoded(env.seq, state, env.crc32 is not None)
 
 
 def write_atomic(path: str, chunks: list[bytes], ops: FileOps) -> None:
