@@ -24,7 +24,7 @@ from client._server.audit_sql import AuditDb, select_file, write_file
 from client._server.etcd.audit import EtcdAudit
 from client.audit import RETENTION_COUNT, AuditEntry, Query, object_target
 from client.backup import copy_sqlite
-from wconfd.config import ConfigChange, ConfigState
+from wconfd.config import ConfigChange, ConfigState, ReservationChange
 from wconfd.config.objects import ConfigObject
 from wconfd.config.records import RECORD_KIND, RemoveObject
 from wconfd.durable_state import AuditNote
@@ -84,10 +84,13 @@ class WconfdAudit:
         self.days = days
         self._since_prune = PRUNE_EVERY  # prune at the first entry after a start
 
-    def note(self, entries: list[AuditEntry]) -> AuditNote:
-        """`entries` numbered, as one journal record."""
+    def note(
+        self, entries: list[AuditEntry], change: ConfigChange | ReservationChange | None = None
+    ) -> AuditNote:
+        """`entries` numbered, as one journal record (with the change they tell of)."""
         first, self.seq = self.seq + 1, self.seq + len(entries)
-        return AuditNote([msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)])
+        numbered = [msgspec.structs.replace(e, seq=first + i) for i, e in enumerate(entries)]
+        return AuditNote(numbered, change)
 
     async def record(self, entries: list[AuditEntry]) -> None:
         """Journal `entries` on their own (a call whose change did not carry them)."""
@@ -155,5 +158,7 @@ async def prune_etcd(audit: EtcdAudit, days: float) -> None:
 
 
 def open_audit_db(state_dir: Path) -> AuditDb:
-    """The local file of wconfd's entries (made if missing)."""
+    """The local file of wconfd's entries (made if missing, its directory too, as the
+    store makes it)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
     return AuditDb(state_dir / AUDIT_FILE, durable=False)

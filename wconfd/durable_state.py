@@ -56,11 +56,12 @@ class EventNote(msgspec.Struct, frozen=True, tag="events", tag_field="t"):
 
 
 class AuditNote(msgspec.Struct, frozen=True, tag="audit", tag_field="t"):
-    """Audited calls, numbered (docs/contracts.md#audit-log).  Not state: journalled with
-    the change they tell of, so they are durable in the same write, and kept for queries
-    apart from the state (wconfd.audit_log)."""
+    """Audited calls, numbered (docs/contracts.md#audit-log), and the change they tell of
+    when they have one: one record, so a torn journal tail keeps both or neither.  The
+    entries are not state: they are kept for queries apart from it (wconfd.audit_log)."""
 
     entries: list[AuditEntry]
+    change: ConfigChange | ReservationChange | None = None
 
 
 Record: TypeAlias = (
@@ -137,8 +138,9 @@ class DurableState:
             self._number(record.events)
         elif isinstance(record, LockChange):
             self._apply_lock_change(record.client_id, record.pairs)
-        elif isinstance(record, AuditNote):
-            pass  # kept apart from the state: wconfd.audit_log
+        elif isinstance(record, AuditNote):  # its entries are kept apart: wconfd.audit_log
+            if record.change is not None:
+                self.apply(record.change)
         elif isinstance(record, HeldLocks):
             if record.locks:
                 self.locks[record.client_id] = dict(record.locks)

@@ -153,7 +153,9 @@ class Persistence:
         if isinstance(record, AuditNote):
             if self.audit is not None:
                 self.audit.durable(record)
-            return
+            if record.change is None:
+                return
+            record = record.change
         events = self.state.events
         last = events.last
         self.state.apply(record)
@@ -254,14 +256,15 @@ class Persistence:
             await self._persist_group(staged, after)
 
     def _note(self, write: _Write, record: Record) -> AuditNote | None:
-        """The audit note journalled with a write's record: its call's entry, outcome ok,
-        naming the object and its serials (a config change) as planned."""
+        """The record journalled for an audited write: its change with its call's entry
+        (outcome ok, naming the object and its serials, as planned), one record."""
         call = write.audit
         if call is None or self.audit is None:
             return None
         if isinstance(record, ConfigChange):
             call.target, call.serial = change_facts(self.state.config, record)
-        return self.audit.note(call.ride(time.time()))
+        assert isinstance(record, ConfigChange | Reserve | Release | ReleaseAll)
+        return self.audit.note(call.ride(time.time()), record)
 
     def _noted(self, call: AuditCall) -> Callable[[Record], None]:
         """The on_durable of a write's audit note: keep it, and tell its call."""
@@ -278,21 +281,18 @@ class Persistence:
         after: list[tuple[_Write, BaseException | None, Any]],
     ) -> None:
         try:
-            futures, notes = [], []
-            for write, record, _, note in staged:
-                futures.append(self.store.append_nowait(record, on_durable=self._apply))
-                if note is not None and write.audit is not None:
-                    notes.append(
-                        self.store.append_nowait(note, on_durable=self._noted(write.audit))
-                    )
+            futures = [
+                self.store.append_nowait(record, on_durable=self._apply)
+                if note is None or write.audit is None
+                else self.store.append_nowait(note, on_durable=self._noted(write.audit))
+                for write, record, _, note in staged
+            ]
         except StorageError as exc:  # broken or closed store: nothing was queued
             failure: BaseException | None = exc
             outcomes: list[Any] = [exc] * len(staged)
         else:
             outcomes = await asyncio.gather(*futures, return_exceptions=True)
             failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
-            # Same batch, same outcome: a failed note leaves its call to record its error.
-            await asyncio.gather(*notes, return_exceptions=True)
         for (write, _, result, _), outcome in zip(staged, outcomes, strict=True):
             _answer(write.fut, outcome if isinstance(outcome, BaseException) else None, result)
         for write, error, result in after:
@@ -365,11 +365,9 @@ def load_durable_state(
     journal's audit notes go to `on_audit`.  Storage errors propagate."""
 
     def apply(state: DurableState, record: Record) -> None:
-        if isinstance(record, AuditNote):
-            if on_audit is not None:
-                on_audit(record)
-        else:
-            state.apply(record)
+        if isinstance(record, AuditNote) and on_audit is not None:
+            on_audit(record)
+        state.apply(record)
 
     with gc_paused():
         return recover(

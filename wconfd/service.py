@@ -314,6 +314,13 @@ class WConfd:
                 "this wconfd keeps its state in local files: no other node can take over; "
                 "run the nodes with --store etcd://... for failover (see docs/operations.md)"
             )
+        book = self.persistence.audit
+        if call is not None and book is not None:
+            # Recorded while this node can still write: once it has stepped down, it can
+            # write nothing (the entry tells of the step down asked for and begun).
+            call.taken = True
+            await book.record(call.entries("ok", time.time()))
+            call.recorded = True
         await self.failover.resign(wait)
         return self.role.info()
 

@@ -28,6 +28,7 @@ from ha_testlib import (
 )
 
 from client import WConfdClient, errors
+from client.identity import cli_actor
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -279,6 +280,12 @@ def test_lw_names_the_master_shows_roles_and_fails_over(two_nodes):
     assert "the master is now node2" in moved.stdout
     assert wait_master(two_nodes) is node2
     assert lw(node2, "lock", "list").returncode == 0
+    with node2.client("reader") as wc:  # the step down is on record, then the takeover
+        audit = [(e.method, e.target, e.actor) for e in wc.query_audit()]
+    assert audit[-2:] == [
+        ("step_down", "node/node1", cli_actor()),
+        ("failover", "node/node2", "node:node2"),
+    ]
 
 
 def test_lw_cluster_on_local_files(wconfd):

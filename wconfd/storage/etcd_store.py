@@ -218,9 +218,10 @@ class EtcdStore:
             fut.set_exception(exc)
             return fut
         meta = None
-        if isinstance(record, ConfigChange):
+        changed = record.change if isinstance(record, AuditNote) else record
+        if isinstance(changed, ConfigChange):
             ctime, version = self._durable_meta.ctime, self._durable_meta.version
-            meta = Meta(record.serial_no, ctime, record.mtime, version)
+            meta = Meta(changed.serial_no, ctime, changed.mtime, version)
         self._queue.append(_Queued(record, change, meta, fut, on_durable))
         if self._flushing is None or self._flushing.done():
             self._flushing = loop.create_task(self._flush())
@@ -250,8 +251,9 @@ class EtcdStore:
             ops = config_ops(self.keys, record)
         elif isinstance(record, EventNote):
             ops = []  # events are numbered from the revision; etcd keeps none of wconfd's
-        elif isinstance(record, AuditNote):
-            ops = self.audit.put_ops(record.entries)
+        elif isinstance(record, AuditNote):  # the change, and its entries' keys
+            ops = [] if record.change is None else self._ops(record.change)
+            ops += self.audit.put_ops(record.entries)
         else:
             raise StorageError(f"the etcd store cannot store {type(record).__name__} records")
         size = change_size(Change(tuple(ops)))
