@@ -11,6 +11,7 @@ until they are durable before answering.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -81,6 +82,8 @@ class AuditCall:
             target, outcome, serial,
         )  # fmt: skip
 
+
+log = logging.getLogger(__name__)
 
 _CURRENT: ContextVar[AuditCall | None] = ContextVar("lw_audit_call", default=None)
 
@@ -163,8 +166,14 @@ class Auditing:
         if not call.recorded:
             call.taken = True  # a write the call left running never carries it now
             outcome = "ok" if failure is None else _outcome(failure)
-            await self.book.record(call.entries(outcome, self.clock()))
-            call.recorded = True
+            try:
+                await self.book.record(call.entries(outcome, self.clock()))
+            except Exception as exc:
+                if failure is None:
+                    raise  # a change is never answered ok without its entry
+                log.warning("%s failed (%s) and its audit entry too: %s", method, outcome, exc)
+            else:
+                call.recorded = True
         if failure is not None:
             raise failure
         return result

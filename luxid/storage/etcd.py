@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -89,6 +89,11 @@ class IoLoop:
             self.loop.close()
 
 
+AUDIT_PUTS: Final = 64
+"""Audit entries put by one change (one etcd transaction carries about twice as many
+operations; submit_many_jobs records one entry per member)."""
+
+
 class EtcdTransaction:
     """One open write transaction; its changes are sent when the `with` block ends."""
 
@@ -143,7 +148,9 @@ class EtcdTransaction:
         numbered = number_entries(entries, self.audit_seq)
         if numbered:
             self.audit_seq = max([self.audit_seq, *(e.seq for e in numbered)])
-            self._add(Change(tuple(self._store.audit.put_ops(numbered))))
+        for start in range(0, len(numbered), AUDIT_PUTS):  # each change fits a transaction
+            chunk = numbered[start : start + AUDIT_PUTS]
+            self._add(Change(tuple(self._store.audit.put_ops(chunk))))
 
     def insert(self, jobs: Iterable[Job]) -> None:
         """Store new jobs; each id above every id ever inserted (AlreadyExists else)."""

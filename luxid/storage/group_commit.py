@@ -96,6 +96,7 @@ class GroupCommit:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="luxid-store")
         self._queue: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
 
     def insert(self, jobs: Sequence[Job], events: Sequence[Event] = ()) -> asyncio.Future[None]:
         """Store new jobs (ids allocated by luxid above every stored one)."""
@@ -142,11 +143,13 @@ class GroupCommit:
             left = deadline - loop.time()
             if left <= 0:
                 log.error("job store: giving up on %d unfinished write(s) at stop", self.pending)
+                self._closed = True
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 return False
             done, _ = await asyncio.wait({flusher}, timeout=min(left, CLOSE_REPORT_EVERY))
             if not done:
                 log.warning("stopping: waiting for %d job store write(s)", self.pending)
+        self._closed = True
         self._executor.shutdown(wait=False)
         return True
 
@@ -155,6 +158,11 @@ class GroupCommit:
     def _enqueue(self, **what: Any) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         write = _Write(future=loop.create_future(), **what)
+        if self._closed:  # the term ended: nothing more is written (never left waiting)
+            write.future.set_exception(
+                errors.StorageError("the job store is closed: this luxid stopped serving")
+            )
+            return write.future
         call = current_audit()
         if call is not None and what.get("alone") is None and call.take():
             write.audit = call  # the audited call's entry commits with its first write
@@ -172,7 +180,13 @@ class GroupCommit:
         while self._queue:
             batch, self._queue = self._queue, []
             if self._placement.use_thread() or any(w.alone is not None for w in batch):
-                outcomes, events = await loop.run_in_executor(self._executor, self._timed, batch)
+                try:
+                    outcomes, events = await loop.run_in_executor(
+                        self._executor, self._timed, batch
+                    )
+                except RuntimeError:  # the worker was stopped (close gave up waiting)
+                    closed = errors.StorageError("the job store is closed: nothing was written")
+                    outcomes, events = [closed] * len(batch), []
             else:
                 outcomes, events = self._timed(batch)
             if events and self.on_events is not None:

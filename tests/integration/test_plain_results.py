@@ -191,6 +191,7 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
     for stub in (wc, lc):  # each daemon's part of a backup, under its own state dir
         part = await call(stub, "backup", dir="plain")
         assert part.path.endswith("/backups/plain") and part.files
+        assert await call(stub, "query_audit", limit=5)  # the audited calls above
 
 
 def _check(seen: Seen) -> None:

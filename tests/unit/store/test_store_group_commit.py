@@ -145,3 +145,21 @@ def test_store_calls_run_on_the_worker_even_for_a_lone_writer(tmp_path: Path, ru
     assert store.threads == [LOOP_THREAD, LOOP_THREAD]
     assert called_on and called_on[0].startswith("luxid-store")
     store.close()
+
+
+def test_a_closed_group_commit_refuses_writes_at_once(tmp_path):
+    """A write queued after close (a call that ends as its term does) fails at once with
+    StorageError; it is never left waiting for a worker that is gone."""
+    from client import errors
+    from luxid.storage.group_commit import GroupCommit
+    from luxid.storage.sqlite import SqliteJobStore
+
+    async def go() -> None:
+        store = SqliteJobStore.open(tmp_path / "jobs.sqlite")
+        group = GroupCommit(store)
+        assert await group.close(1.0)
+        with pytest.raises(errors.StorageError, match="closed"):
+            await asyncio.wait_for(group.run(lambda tx: tx.set_meta("drained", 1)), 1.0)
+        store.close()
+
+    asyncio.run(go())
