@@ -7,14 +7,17 @@ lw-rapi daemons:
   p99 ≤ 50 ms.
 - submits: `submit_job`/s, 64 in flight (a PAUSE rule keeps the jobs queued), with no
   subscriber and with 100 subscribers following every topic of both daemons (a child
-  process running 100 watch_events loops per daemon), alternated, medians.  Target: with
+  process running 100 follow_events followers per daemon: the daemon pushes each batch),
+  alternated, medians.  Target: with
   100 ≥ 0.85 x without.  The target is about the daemons' cost, but on one 2-core machine
   the subscribers' own work (a third of a core) and the submitting client compete with
   luxid for the cores.  So luxid runs on a core of its own (CPU 0; this process, its
   subscribers and the other daemons on the others), in both runs alike: the `ratio` row.
   Unpinned, as they fall, the figure is `ratio_unpinned`.  The subscribers of the row
   read every answer whole (the daemons do exactly the same work) but decode only `last`;
-  `full` ones decode everything through the asyncio stub (`ratio_full_decoding`, pinned).
+  `full` ones decode everything through the asyncio stub (`ratio_full_decoding`, pinned);
+  `ratio_watch_events` is the same with 100 watch_events loops instead (a round trip per
+  batch: what follow_events saves).
   `luxid_cpu_us_per_submit` is luxid's own CPU time per submit with and without them
   (`cpu_ratio`): the daemon's cost alone, the steadiest of these figures on a noisy machine.
 - lock cycles: one client's durable acquire+release cycles/s with no subscriber and with
@@ -104,39 +107,68 @@ class _Last(msgspec.Struct):
     last: int
 
 
-class _Answer(msgspec.Struct):
-    result: _Last
+class _Frame(msgspec.Struct):
+    """An answer (`result`) or a pushed notification (`params`), only `last` decoded."""
+
+    result: _Last | None = None
+    params: _Last | None = None
 
 
-_answer = msgspec.json.Decoder(_Answer)
+_frame = msgspec.json.Decoder(_Frame)
+MODES = ("follow", "watch", "full")
+
+
+async def _newest(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """The daemon's newest event index (watch_events with no topic answers it at once)."""
+    params = {"after": 0, "topics": [], "timeout": 0}
+    writer.write(msgspec.json.encode(_call("watch_events", params, 0)) + b"\n")
+    frame = _frame.decode(await reader.readline())
+    assert frame.result is not None
+    return frame.result.last
+
+
+def _call(method: str, params: dict[str, Any], ident: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params, "id": ident}
+
+
+async def follow_pushed(socket: Path) -> None:
+    """Follow every topic with follow_events over a plain socket: the daemon pushes each
+    batch; every frame read whole, only `last` decoded."""
+    reader, writer = await asyncio.open_unix_connection(str(socket), limit=1 << 26)
+    params = {"after": await _newest(reader, writer), "topics": list(TOPICS)}
+    writer.write(msgspec.json.encode(_call("follow_events", params, 1)) + b"\n")
+    while True:
+        _frame.decode(await reader.readline())
+
+
+async def follow_watching(socket: Path) -> None:
+    """Follow every topic with a watch_events loop over a plain socket (a round trip per
+    batch): every answer read whole, only `last` decoded."""
+    reader, writer = await asyncio.open_unix_connection(str(socket), limit=1 << 26)
+    after, ident = await _newest(reader, writer), 0
+    while True:
+        ident += 1
+        params = {"after": after, "topics": list(TOPICS), "timeout": 30}
+        writer.write(msgspec.json.encode(_call("watch_events", params, ident)) + b"\n")
+        frame = _frame.decode(await reader.readline())
+        assert frame.result is not None
+        after = frame.result.last
 
 
 async def follow_full(client: Any) -> None:
-    """Follow every topic through the asyncio stub (each event decoded)."""
+    """Follow every topic through the asyncio stub's follow_events (each event decoded)."""
     after = (await client.watch_events(after=0, topics=[], timeout=0)).last
-    while True:
-        after = (await client.watch_events(after=after, topics=list(TOPICS), timeout=30)).last
+    async for _ in client.follow_events(after=after, topics=list(TOPICS)):
+        pass
 
 
-async def follow_light(socket: Path) -> None:
-    """Follow every topic over a plain socket: every answer read whole, only `last`
-    decoded (JSON-RPC as docs/contracts.md#wire-protocol has it)."""
-    reader, writer = await asyncio.open_unix_connection(str(socket), limit=1 << 26)
-    after, ident = 0, 0
-    topics: list[str] = []
-    while True:
-        ident += 1
-        params = {"after": after, "topics": topics, "timeout": 0 if not topics else 30}
-        call = {"jsonrpc": "2.0", "method": "watch_events", "params": params, "id": ident}
-        writer.write(msgspec.json.encode(call) + b"\n")
-        after = _answer.decode(await reader.readline()).result.last
-        topics = list(TOPICS)
-
-
-async def subscribers(run: Path, count: int, light: bool) -> None:
+async def subscribers(run: Path, count: int, mode: str) -> None:
     """`count` followers of every topic on each daemon, until stdin closes."""
-    if light:
-        work = [follow_light(run / f"{d}.sock") for d in ("luxid", "wconfd") for _ in range(count)]
+    sockets = [run / f"{d}.sock" for d in ("luxid", "wconfd") for _ in range(count)]
+    if mode == "follow":
+        work = [follow_pushed(socket) for socket in sockets]
+    elif mode == "watch":
+        work = [follow_watching(socket) for socket in sockets]
     else:
         luxi = [AsyncLuxiClient(run / "luxid.sock") for _ in range(count)]
         wconfd = [AsyncWConfdClient(run / "wconfd.sock", name=f"sub{i}") for i in range(count)]
@@ -165,11 +197,11 @@ def submit_rate(run: Path, seconds: float) -> Rate:
     return Rate(per_s, cpu / (per_s * (time.perf_counter() - started)) * 1e6)
 
 
-def with_subscribers(run: Path, count: int, seconds: float, light: bool) -> Rate:
+def with_subscribers(run: Path, count: int, seconds: float, mode: str) -> Rate:
     """Submits/s while a child process runs `count` subscribers on each daemon."""
     child = subprocess.Popen(
         [sys.executable, __file__, "--subscribe", str(run), "--count", str(count),
-         *(["--light"] if light else [])],
+         "--mode", mode],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert child.stdout is not None and child.stdout.readline() == "ready\n"
@@ -215,15 +247,17 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
     without: list[Rate] = []
     light: list[Rate] = []
     full: list[Rate] = []
+    watching: list[Rate] = []
     without_unpinned: list[Rate] = []
     light_unpinned: list[Rate] = []
     for _ in range(rounds):
         without_unpinned.append(submit_rate(run, seconds))
-        light_unpinned.append(with_subscribers(run, count, seconds, light=True))
+        light_unpinned.append(with_subscribers(run, count, seconds, "follow"))
         with luxid_on_its_own_core(run) if pin else contextlib.nullcontext():
             without.append(submit_rate(run, seconds))
-            light.append(with_subscribers(run, count, seconds, light=True))
-            full.append(with_subscribers(run, count, seconds, light=False))
+            light.append(with_subscribers(run, count, seconds, "follow"))
+            full.append(with_subscribers(run, count, seconds, "full"))
+            watching.append(with_subscribers(run, count, seconds, "watch"))
     lc.replace_filter(uuid=uuid, **REJECT_ALL)
     lc.delete_filter(uuid=uuid)
     lc.close()
@@ -242,6 +276,8 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
         "ratio": round(rate(light) / rate(without), 3),
         "with_full_decoding_per_s": round(rate(full)),
         "ratio_full_decoding": round(rate(full) / rate(without), 3),
+        "with_watch_events_per_s": round(rate(watching)),
+        "ratio_watch_events": round(rate(watching) / rate(without), 3),
         "without_unpinned_per_s": round(rate(without_unpinned)),
         "with_unpinned_per_s": round(rate(light_unpinned)),
         "ratio_unpinned": round(rate(light_unpinned) / rate(without_unpinned), 3),
@@ -251,6 +287,7 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
             "with": round(cpu(light + light_unpinned), 1),
         },
         "cpu_ratio": round(cpu(without + without_unpinned) / cpu(light + light_unpinned), 3),
+        "luxid_cpu_us_per_submit_watch_events": round(cpu(watching), 1),
         "target_ratio": 0.85,
     }
 
@@ -295,14 +332,14 @@ def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subscribe", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--light", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, default="follow", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=100, help="subscribers (default 100)")
     parser.add_argument("--samples", type=int, default=300, help="latency samples")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement")
     args = parser.parse_args()
     if args.subscribe is not None:
-        asyncio.run(subscribers(args.subscribe, args.count, args.light))
+        asyncio.run(subscribers(args.subscribe, args.count, args.mode))
         return
     with daemon("wconfd") as (run, state), daemon("luxid", base=run.parent):
         with rapi(run, state, "--allow-anonymous-read") as conn:

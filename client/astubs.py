@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from client import errors
 from client.api.declare import Api, MethodSpec
+from client.follow import AsyncFollowing
 from client.protocol import Response, decode_response
 from client.stubs import (
     _BACKOFF_MAX,
@@ -174,6 +175,13 @@ class AsyncStub(_StubBase):
 
 
 def _async_method(spec: MethodSpec) -> Callable[..., Any]:
+    if spec.options.pushes:
+
+        def follow(self: AsyncStub, *args: Any, **kwargs: Any) -> AsyncFollowing:
+            return AsyncFollowing(self, spec, self._params(spec, args, kwargs))
+
+        return follow
+
     async def call(self: AsyncStub, *args: Any, **kwargs: Any) -> Any:
         return await self._invoke(spec, args, kwargs)
 

@@ -231,7 +231,7 @@ class EventRing:
         horizon = self.last if upto is None else min(upto, self.last)
         if after > self.last:
             raise InvalidParams(
-                f"watch_events: param `after` ({after}) is above the newest event index "
+                f"param `after` ({after}) is above the newest event index "
                 f"({self.last}); start from 0 or from a `last` this daemon answered",
                 {"param": "after"},
             )

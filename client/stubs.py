@@ -36,6 +36,7 @@ import msgspec
 from client import errors, paths
 from client.api.declare import ACTOR_PARAM, Api, MethodSpec
 from client.audit import ACTING_FOR
+from client.follow import Following
 from client.protocol import Response, decode_response, encode
 
 _RECV = 256 * 1024
@@ -339,6 +340,13 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw) -> Any:
 
 
 def _sync_method(spec: MethodSpec) -> Callable[..., Any]:
+    if spec.options.pushes:
+
+        def follow(self: SyncStub, *args: Any, **kwargs: Any) -> Following:
+            return Following(self, spec, self._params(spec, args, kwargs))
+
+        return follow
+
     def call(self: SyncStub, *args: Any, **kwargs: Any) -> Any:
         return self._invoke(spec, args, kwargs)
 

@@ -158,8 +158,10 @@ class LuxidTerm:
         ]
 
     async def close(self, timeout: float) -> None:
-        """Stop the drains, the link and the queue (job processes keep running)."""
+        """Stop the drains, the link and the queue (job processes keep running); close
+        the event followers' connections (they follow the next term)."""
         self.audit.stop()
+        self.service.events.close()
         await self.drains.close()
         await self.link.close(timeout)
         await self.queue.close(timeout)

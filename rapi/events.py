@@ -1,7 +1,7 @@
 """`GET /2/events`: both daemons' events as Server-Sent Events (docs/contracts.md#events).
 
-One follower per daemon calls its `watch_events` in a loop (event-driven: each call
-returns as soon as the daemon has something) and hands the batches to the one writer,
+One follower per daemon follows it (`follow_events`: the daemon pushes each batch as it
+comes, docs/contracts.md#following-events) and hands the batches to the one writer,
 which writes each event with the cursor after it (rapi.sse): the cursor moves one event
 at a time, so a client reconnecting with `Last-Event-ID` gets exactly what it had not got.
 A daemon that no longer keeps what the client missed says `gap`, written before the
@@ -111,10 +111,16 @@ async def _write(
 async def _follow(
     daemon: str, stub: Any, after: int, topics: list[str] | None, out: asyncio.Queue[Batch]
 ) -> None:
-    """Call `daemon`'s watch_events from `after` on, handing over every answer with news."""
+    """Follow `daemon`'s events from `after` on, handing over every batch with news; when
+    the daemon ends the follow (it stopped, or another node took over), follow again from
+    the last `last`.  A full queue stops the reading, and so the daemon's pushes."""
     while True:
         try:
-            batch: EventBatch = await stub.watch_events(after, topics, KEEPALIVE_SECONDS, BATCH)
+            async with stub.follow_events(after, topics, BATCH) as following:
+                async for batch in following:
+                    if batch.events or batch.gap:
+                        await out.put((daemon, after, batch))
+                    after = batch.last
         except errors.InvalidParams:
             # `after` is above what the daemon has (its state was replaced): go on from
             # its newest, saying that what lay between is gone.
@@ -124,8 +130,4 @@ async def _follow(
             continue
         except errors.RpcError as exc:
             log.warning("/2/events: %s did not answer: %s", daemon, exc.message)
-            await asyncio.sleep(RETRY_SECONDS)
-            continue
-        if batch.events or batch.gap:
-            await out.put((daemon, after, batch))
-        after = batch.last
+        await asyncio.sleep(RETRY_SECONDS)

@@ -234,8 +234,10 @@ class WConfd:
         return EventNote([event])
 
     def stand_by(self, error: RpcError) -> None:
-        """This node stopped serving: drop the term's store and fail its waiting calls."""
+        """This node stopped serving: drop the term's store, fail its waiting calls and
+        close its event followers' connections (they follow the new master)."""
         self.locks.abandon(error)
+        self.events.close()
         self.persistence.close()
 
     def _restore_plan(self, state: DurableState, foreign: Foreign) -> list[Record]:

@@ -1,5 +1,5 @@
 """The methods every daemon answers alike (client.api.common.CommonApi): ping, version,
-get_metrics, get_role and watch_events.  (DaemonApi's `backup` is each daemon's own:
+get_metrics, get_role, watch_events and follow_events.  (DaemonApi's `backup` is each daemon's own:
 wconfd.backup, luxid.backup.)"""
 
 from __future__ import annotations
@@ -49,3 +49,8 @@ class CommonMethods:
         self, conn: Any, after: int, topics: list[str] | None, timeout: float, limit: int
     ) -> msgspec.Raw:
         return await self.events.watch(after, topics, timeout, limit)
+
+    async def follow_events(
+        self, conn: Any, after: int, topics: list[str] | None, limit: int
+    ) -> msgspec.Raw:
+        return self.events.follow(conn, after, topics, limit)

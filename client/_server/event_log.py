@@ -17,6 +17,11 @@ followers of a daemon writing thousands of events a second, each gets a few doze
 a second rather than one per event, which is what keeps them cheap, at a cost of at most
 MAX_WAKE_INTERVAL of latency; a lone follower sees an event within a millisecond.
 
+A follower (follow_events) is pushed each step's batch on its connection instead: no
+request to read, decode and wait on per step, only the write; a step's notification is
+encoded once for every follower at the same cursor.  A follower whose peer has not read
+what was sent is skipped until its connection drains, then catches up from its cursor.
+
 Lock events cost a journal write each, so wconfd produces them only while someone follows
 topic `lock`: `lock_wanted` is true while a watch_events call asks for it, and for
 `LOCK_INTEREST` seconds after the last one ended (a follower's next call comes within
@@ -28,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Protocol
 
 import msgspec
 
 from client._server.change_serial import MAX_WAIT
-from client.api.common import DEFAULT_TOPICS, Event
+from client.api.common import DEFAULT_TOPICS, CommonApi, Event
+from client.errors import InvalidParams
 from client.events import EventRing, RawBatch
 
 _AnswerKey = tuple[int, frozenset[str], int]
@@ -44,7 +50,40 @@ WAKE_COST_PER_WAITER: Final = 0.0004
 MAX_WAKE_INTERVAL: Final = 0.04
 MAX_SHARED_ANSWERS: Final = 64
 
+# Batches pushed to one follower in one go before the others get their turn.
+_PUSHES_AT_ONCE: Final = 8
+
 _encoder = msgspec.json.Encoder()
+_NOTIFICATION_HEAD = (
+    b'{"jsonrpc":"2.0","method":"%s","params":'
+    % str(CommonApi.methods()["follow_events"].options.pushes).encode()
+)
+
+
+class Follower(Protocol):
+    """The connection a follower's notifications go to (client._server.server.Connection)."""
+
+    on_close: list[Callable[[Any], None]]
+    on_writable: list[Callable[[Any], None]]
+
+    @property
+    def writable(self) -> bool: ...
+
+    def push(self, frame: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Following:
+    """Where one follower is: the index it was sent up to, what it follows."""
+
+    __slots__ = ("conn", "cursor", "limit", "wanted")
+
+    def __init__(self, conn: Follower, cursor: int, wanted: frozenset[str], limit: int) -> None:
+        self.conn = conn
+        self.cursor = cursor
+        self.wanted = wanted
+        self.limit = limit
 
 
 class EventLog:
@@ -66,6 +105,10 @@ class EventLog:
         # This step's answers by (after, topics, limit), encoded: the followers a step
         # wakes mostly come from the same cursor, and each answer is read and encoded once.
         self._answers: dict[_AnswerKey, msgspec.Raw] = {}
+        self._followers: dict[Follower, _Following] = {}
+        # This step's pushes by (cursor, topics, limit): the batch's `last` and its
+        # notification (None: nothing to send), encoded once for every follower there.
+        self._pushes: dict[_AnswerKey, tuple[int, bytes | None]] = {}
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, looked up once per loop (on 3.11 each lookup is a getpid
@@ -85,6 +128,16 @@ class EventLog:
         self._ring = ring
         self._visible = ring.last
         self._answers.clear()
+        self._pushes.clear()
+        for following in list(self._followers.values()):
+            if following.cursor > ring.last:  # not this ring's indexes: follow again
+                following.conn.close()
+
+    def close(self) -> None:
+        """The term is over: every follower's connection is closed (it follows again
+        wherever the daemon now serves, from its last `last`)."""
+        for conn in list(self._followers):
+            conn.close()
 
     @property
     def lock_wanted(self) -> bool:
@@ -102,7 +155,7 @@ class EventLog:
         if self._wake_due is not None:
             return  # a step is already due
         loop = self._loop()
-        followers = max(len(self._waiting), self._last_step)
+        followers = max(len(self._waiting), self._last_step) + len(self._followers)
         interval = min(MAX_WAKE_INTERVAL, WAKE_COST_PER_WAITER * followers)
         wait = self._last_wake + interval - loop.time()
         if wait <= 0:
@@ -115,11 +168,76 @@ class EventLog:
         self._last_wake = self._loop().time()
         self._visible = self._ring.last
         self._answers.clear()
+        self._pushes.clear()
         waiting, self._waiting = self._waiting, []
         self._last_step = len(waiting)
         for fut in waiting:
             if not fut.done():
                 fut.set_result(False)
+        for following in list(self._followers.values()):
+            self._push(following)
+
+    def follow(
+        self, conn: Follower, after: int, topics: Iterable[str] | None, limit: int
+    ) -> msgspec.Raw:
+        """follow_events: the events after `after` now (the answer), and `conn` pushed
+        each later batch of `topics` until it closes."""
+        if conn in self._followers:
+            raise InvalidParams(
+                "follow_events: this connection follows events already; "
+                "open another connection to follow other topics"
+            )
+        wanted = DEFAULT_TOPICS if topics is None else frozenset(topics)
+        batch = self._ring.read(after, wanted, limit, self._visible)
+        following = _Following(conn, batch.last, wanted, limit)
+        self._followers[conn] = following
+        conn.on_close.append(self._unfollow)
+        conn.on_writable.append(self._catch_up)
+        if "lock" in wanted:
+            self._lock_watchers += 1
+        if following.cursor < self._visible:  # more than `limit`: after this answer
+            self._loop().call_soon(self._catch_up, conn)
+        return self._shared(after, wanted, limit, batch)
+
+    def _unfollow(self, conn: Follower) -> None:
+        following = self._followers.pop(conn, None)
+        if following is not None and "lock" in following.wanted:
+            self._lock_watchers -= 1
+            self._lock_seen = time.monotonic()
+
+    def _catch_up(self, conn: Follower) -> None:
+        following = self._followers.get(conn)
+        if following is not None:
+            self._push(following)
+
+    def _push(self, following: _Following) -> None:
+        """Send `following` what is visible after its cursor, a batch at a time while its
+        peer keeps reading; the rest when its connection drains (on_writable)."""
+        conn = following.conn
+        for _ in range(_PUSHES_AT_ONCE):
+            if following.cursor >= self._visible or not conn.writable:
+                return
+            key = (following.cursor, following.wanted, following.limit)
+            step = self._pushes.get(key)
+            if step is None:
+                try:
+                    batch = self._ring.read(*key, self._visible)
+                except InvalidParams:  # a cursor this ring does not have
+                    conn.close()
+                    return
+                frame = None
+                if batch.events or batch.gap:
+                    frame = b"".join((_NOTIFICATION_HEAD, _encoder.encode(batch), b"}\n"))
+                step = (batch.last, frame)
+                if len(self._pushes) < MAX_SHARED_ANSWERS:
+                    self._pushes[key] = step
+            last, frame = step
+            if frame is not None:
+                conn.push(frame)
+            if last <= following.cursor:  # no progress (cannot happen): wait for a step
+                return
+            following.cursor = last
+        self._loop().call_soon(self._catch_up, conn)  # more to send: after the others
 
     async def watch(
         self, after: int, topics: Iterable[str] | None, timeout: float, limit: int

@@ -153,6 +153,8 @@ class Connection(asyncio.Protocol):
         self.session: Any = None
         self.closed = False
         self.on_close: list[Callable[[Connection], None]] = []
+        # Told when a write buffer that was full has drained (a follower's next push).
+        self.on_writable: list[Callable[[Connection], None]] = []
         self._buffer = bytearray()
         self._scanned = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -214,6 +216,8 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._update_reading()
+        for callback in list(self.on_writable):
+            callback(self)
 
     # -- requests ---------------------------------------------------------------------
 
@@ -345,6 +349,23 @@ class Connection(asyncio.Protocol):
             self.transport.writelines((_RESULT_HEAD, memoryview(result), tail))
         else:
             self.transport.write(encode(message))
+
+    @property
+    def writable(self) -> bool:
+        """Whether a pushed frame would be written now rather than pile up: open, and the
+        peer has read what was sent before (the transport's buffer under its high water)."""
+        return not self._writing_paused and self.transport is not None and not self.closed
+
+    def push(self, frame: bytes) -> None:
+        """Write a notification the daemon sends unasked (docs/contracts.md#following-events),
+        already encoded: the same bytes go to every follower at the same cursor."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(frame)
+
+    def close(self) -> None:
+        """Close the connection from this side (what was written still goes out first)."""
+        if self.transport is not None:
+            self.transport.close()
 
 
 class RpcServer:

@@ -152,6 +152,22 @@ class CommonApi(Api):
         kept.  `after` above the newest index is InvalidParams (start from 0, or from a
         `last` this daemon answered).  Event-driven, never polled."""
 
+    @rpc(InvalidParams, identified=False, pushes="events")
+    def follow_events(
+        self,
+        after: Annotated[int, Meta(ge=0)],
+        topics: list[Topic] | None = None,
+        limit: Annotated[int, Meta(ge=1, le=MAX_EVENTS)] = 1000,
+    ) -> EventBatch:
+        """watch_events without the round trips (docs/contracts.md#following-events): the
+        answer is the events after `after` now (as watch_events with timeout 0), and then
+        the daemon sends on this connection a notification `events` (params: the same
+        EventBatch shape) whenever events of `topics` after the last batch sent become
+        visible, each batch's `last` the `after` of the next, until the connection
+        closes.  One follow per connection (a second is InvalidParams).  A reader that
+        falls behind is sent nothing until it has read what was sent, then larger
+        batches, or `gap` when its events are no longer kept."""
+
 
 class DaemonApi(CommonApi):
     """What both daemons' sockets answer beyond the common methods: `query_audit` and

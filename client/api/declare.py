@@ -52,6 +52,7 @@ class RpcOptions:
     reissue: bool
     daemons_only: bool | str = False
     audit: AuditTarget | None = None
+    pushes: str | None = None
 
 
 def rpc(
@@ -60,6 +61,7 @@ def rpc(
     reissue: bool = False,
     daemons_only: bool | str = False,
     audit: AuditTarget | None = None,
+    pushes: str | None = None,
 ) -> Callable[[F], F]:
     """Declare an RPC method.
 
@@ -77,6 +79,10 @@ def rpc(
     job reports, which luxid deduplicates by opcode index and log sequence.
     `audit` records every call in the daemon's audit log (docs/contracts.md#audit-log)
     under that target; such a method's last param must be `actor: Actor | None = None`.
+    `pushes` names the notification the daemon goes on sending on the connection after
+    the answer (its params: the declared result type), until the connection closes
+    (docs/contracts.md#wire-protocol); the stubs call such a method on a connection of
+    its own and hand back an iterator of the answer and each notification.
     """
 
     declared = tuple(errors)
@@ -84,7 +90,7 @@ def rpc(
         declared = (PermissionDenied, *declared)
 
     def mark(func: F) -> F:
-        setattr(func, _MARK, RpcOptions(declared, identified, reissue, daemons_only, audit))
+        setattr(func, _MARK, RpcOptions(declared, identified, reissue, daemons_only, audit, pushes))
         return func
 
     return mark

@@ -166,6 +166,11 @@ def _method(spec: MethodSpec, identifies: bool, structs: list[type[msgspec.Struc
             f"- **Audited**: each call leaves an entry, target {target} "
             "([audit log](contracts.md#audit-log))"
         )
+    if spec.options.pushes:
+        lines.append(
+            f"- **Pushes**: notifications `{spec.options.pushes}` after the answer, until "
+            "the connection closes ([following events](contracts.md#following-events))"
+        )
     return "\n".join(lines)
 
 

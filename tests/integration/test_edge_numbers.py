@@ -339,7 +339,12 @@ def check_daemon(daemon: Any, conn: Any, api: Any, examples: int) -> None:
         if method == "identify":  # another identity on this connection is refused anyway
             params = {}
         request_id = next(ids)
-        answer = conn.call(frame(method, params, request_id))
+        if api.methods()[method].options.pushes:  # it pushes on: a connection of its own
+            own = type(conn)(daemon.socket)
+            answer = own.call(frame(method, params, request_id))
+            own.close()
+        else:
+            answer = conn.call(frame(method, params, request_id))
         assert answer.get("id") == request_id, (method, params, answer)
         error = answer.get("error")
         if error is not None:

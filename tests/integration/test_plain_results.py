@@ -12,6 +12,7 @@ checked by `test_no_declared_result_type_holds_a_tuple`, and jobproc decodes it 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import typing
 from collections import defaultdict
@@ -25,6 +26,7 @@ import pytest
 from client import AsyncLuxiClient, AsyncWConfdClient, LuxiClient, WConfdClient
 from client.api.luxi import LuxiApi
 from client.api.wconfd import WConfdApi
+from client.follow import AsyncFollowing
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import ADMIN_LOCKS, FINAL, delay
@@ -66,6 +68,19 @@ def _tuples_in(value: Any, path: str = "$") -> list[str]:
 
 
 Call = Callable[..., Awaitable[Any]]
+
+
+async def _first(follow: Any) -> Any:
+    """The answer of a follow (sync or asyncio), which is then closed."""
+    if isinstance(follow, AsyncFollowing):
+        try:
+            return await anext(follow)
+        finally:
+            await follow.aclose()
+    try:
+        return await asyncio.to_thread(next, follow)
+    finally:
+        follow.close()
 
 
 async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> None:
@@ -152,6 +167,8 @@ async def _scenario(wc: Any, other: Any, waiter: Any, lc: Any, call: Call) -> No
         everything = ["job", "drain", "filter", "queue", "lock", "config", "role"]
         batch = await call(daemon, "watch_events", after=0, topics=everything, timeout=0)
         assert batch.events and batch.last == batch.events[-1].index
+        first = await _first(await call(daemon, "follow_events", after=0, topics=everything))
+        assert first.events[0] == batch.events[0]
     rows = await call(lc, "query_jobs", ids=[job, 10**6], fields=["id", "oplog", "opresult"])
     assert rows[1] is None
     await call(lc, "set_drain_flag", flag=False)
@@ -229,7 +246,8 @@ def test_async_stub_results_are_plain_json(daemons):
     wc_cls, lc_cls = _recording(AsyncWConfdClient, seen), _recording(AsyncLuxiClient, seen)
 
     async def call(stub: Any, method: str, /, **kwargs: Any) -> Any:
-        return await getattr(stub, method)(**kwargs)
+        result = getattr(stub, method)(**kwargs)
+        return await result if inspect.isawaitable(result) else result  # a follow is not
 
     async def main() -> None:
         stubs = [wc_cls(wsock, name=n) for n in ("a", "b", "c")]
