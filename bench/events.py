@@ -182,10 +182,10 @@ async def subscribers(run: Path, count: int, mode: str) -> None:
 
 
 class Rate(NamedTuple):
-    """Submits/s, and luxid's CPU time per submit meanwhile (µs)."""
+    """Calls/s, and the daemon's CPU time per call meanwhile (µs)."""
 
     per_s: float
-    luxid_cpu_us: float
+    cpu_us: float
 
 
 def submit_rate(run: Path, seconds: float) -> Rate:
@@ -214,11 +214,16 @@ def with_subscribers(run: Path, count: int, seconds: float, mode: str) -> Rate:
 
 def luxid_process(run: Path) -> psutil.Process:
     """The luxid serving `run`."""
+    return daemon_process(run, "lw-luxid")
+
+
+def daemon_process(run: Path, program: str) -> psutil.Process:
+    """The daemon `program` serving `run`."""
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if any("lw-luxid" in part for part in cmdline) and str(run) in " ".join(cmdline):
+        if any(program in part for part in cmdline) and str(run) in " ".join(cmdline):
             return proc
-    raise RuntimeError(f"no luxid for {run}")
+    raise RuntimeError(f"no {program} for {run}")
 
 
 @contextlib.contextmanager
@@ -266,7 +271,7 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
         return statistics.median(r.per_s for r in runs)
 
     def cpu(runs: list[Rate]) -> float:
-        return statistics.median(r.luxid_cpu_us for r in runs)
+        return statistics.median(r.cpu_us for r in runs)
 
     return {
         "subscribers": count,
@@ -297,6 +302,7 @@ def submits(run: Path, count: int, rounds: int, seconds: float) -> dict[str, Any
 
 def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
     client = WConfdClient(run / "wconfd.sock", name="bench-locks")
+    wconfd = daemon_process(run, "lw-wconfd")
     stop = threading.Event()
 
     def subscriber() -> None:
@@ -305,25 +311,36 @@ def lock_cycles(run: Path, rounds: int, seconds: float) -> dict[str, Any]:
             while not stop.is_set():
                 after = sub.watch_events(after=after, topics=OTHER_TOPICS, timeout=0.5).last
 
+    def measured() -> Rate:
+        before = sum(wconfd.cpu_times()[:2])
+        per_s = cycles_per_s(client, seconds)
+        cpu = sum(wconfd.cpu_times()[:2]) - before
+        return Rate(per_s, cpu / (per_s * seconds) * 1e6)
+
     cycles_per_s(client, 1.0)
     first = client.watch_events(after=0, topics=[], timeout=0).last
-    without, with_one = [], []
+    without: list[Rate] = []
+    with_one: list[Rate] = []
     for _ in range(rounds):
-        without.append(cycles_per_s(client, seconds))
+        without.append(measured())
         stop.clear()
         thread = threading.Thread(target=subscriber)
         thread.start()
         time.sleep(0.1)
-        with_one.append(cycles_per_s(client, seconds))
+        with_one.append(measured())
         stop.set()
         thread.join()
     written = client.watch_events(after=0, topics=[], timeout=0).last - first
     client.close()
-    a, b = statistics.median(without), statistics.median(with_one)
+    a, b = (statistics.median(r.per_s for r in runs) for runs in (without, with_one))
+    cpu_a, cpu_b = (statistics.median(r.cpu_us for r in runs) for runs in (without, with_one))
     return {
         "without_per_s": round(a),
         "with_one_subscriber_per_s": round(b),
         "ratio": round(b / a, 3),
+        # wconfd's own CPU time per cycle: its cost, whatever the machine's other work.
+        "wconfd_cpu_us_per_cycle": {"without": round(cpu_a, 1), "with": round(cpu_b, 1)},
+        "cpu_ratio": round(cpu_a / cpu_b, 3),
         "events_written": written,
         "target_ratio": 0.97,
     }

@@ -43,12 +43,14 @@ from client.audit import RETENTION_COUNT, AuditEntry, Query, number_entries
 from client.events import EventRing, Retention, numbered
 from client.vocabulary import FINALIZED_STATUSES
 from luxid.jobs.model import Job, LogEntry, job_status
+from luxid.storage import sqlite_events
 from luxid.storage.jobdata import age_ts, attach_logs, strip
 
 DB_FILENAME: Final = "jobs.sqlite"
 SCHEMA_VERSION: Final = 1
 
-_SCHEMA: Final = """
+_SCHEMA: Final = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value INTEGER NOT NULL
@@ -70,21 +72,16 @@ CREATE TABLE IF NOT EXISTS logs (
     PRIMARY KEY (job_id, serial)
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(key, value) VALUES ('last_job_id', 0);
-CREATE TABLE IF NOT EXISTS events (
-    idx  INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts   REAL NOT NULL,
-    data BLOB NOT NULL
-);
-""" + ";\n".join(audit_table.SCHEMA)
-# Events are pruned once this many were appended since the last pruning (and at open).
-_PRUNE_EVERY: Final = 1000
+"""
+    + sqlite_events.SCHEMA
+    + ";\n".join(audit_table.SCHEMA)
+)
 
 _FINALIZED_SQL: Final = "(" + ", ".join(f"'{s}'" for s in sorted(FINALIZED_STATUSES)) + ")"
 
 _job_encoder = msgspec.msgpack.Encoder()
 _job_decoder = msgspec.msgpack.Decoder(Job)
 _log_decoder = msgspec.msgpack.Decoder(LogEntry)
-_event_json = msgspec.json.Encoder()  # events are kept as JSON: loaded without decoding
 
 
 def default_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -130,15 +127,14 @@ class SqliteTransaction:
         events = numbered(drafts, self._last_event + 1)
         if not events:
             return
-        self._conn.executemany(
-            "INSERT INTO events(idx, ts, data) VALUES (?, ?, ?)",
-            [(e.index, e.ts, _event_json.encode(e)) for e in events],
-        )
+        sqlite_events.insert(self._conn, events)
         self._last_event = events[-1].index
         self.events += events
-        self._store._unpruned += len(events)
-        if self._store._unpruned >= _PRUNE_EVERY:
-            self._store._prune_events(events[-1])
+        store = self._store
+        store._unpruned += len(events)
+        if store._unpruned >= sqlite_events.PRUNE_EVERY:
+            store._unpruned = 0
+            sqlite_events.prune(self._conn, store.retention, events[-1])
 
     # --- inserts
 
@@ -356,60 +352,19 @@ class SqliteJobStore:
             for job_id in tx._dropped:
                 self._log_saved.pop(job_id, None)
 
-    def _prune_events(self, newest: Event) -> None:
-        """Drop the events the retention lets go (inside the open transaction)."""
-        self._unpruned = 0
-        min_age = self.retention.min_age
-        upto = newest.index - self.retention.keep
-        if min_age is not None:
-            # Only below the oldest event still young (events are numbered in time order;
-            # an old one above it stays a while longer, never less): found by a walk
-            # from the oldest, so a prune costs what goes, not what stays (`DELETE ...
-            # WHERE ts < ?` read every young event each time: 0.3 s per 1,000 events
-            # with a million of them kept).
-            young = self._conn.execute(
-                "SELECT idx FROM events WHERE idx <= ? AND ts >= ? ORDER BY idx LIMIT 1",
-                (upto, newest.ts - min_age),
-            ).fetchone()
-            if young is not None:
-                upto = young[0] - 1
-        self._conn.execute("DELETE FROM events WHERE idx <= ?", (upto,))
-
     def load_events(self, retention: Retention) -> EventRing:
-        """The kept events as a ring under `retention` (which later transactions prune by
-        too); the ring knows the newest index ever and that the older ones are gone.
-
-        Only the newest `keep` are read into memory: with the age floor on (the default
-        rule) the ones beyond them that it still keeps stay here, read on demand
-        (`older_events`), so a burst of jobs costs neither memory nor start time."""
+        """The kept events as a ring under `retention`, which later transactions prune by
+        too (luxid.storage.sqlite_events.load_ring)."""
         self.retention = retention
         with self._lock:
-            first = self._read("SELECT MIN(idx) FROM events")[0][0]
-            rows = self._read(
-                "SELECT idx, data FROM events WHERE idx > ? ORDER BY idx",
-                (self._last_event - retention.keep,),
+            return sqlite_events.load_ring(
+                self._conn, retention, self._last_event, self.older_events
             )
-        if retention.min_age is None:  # a count only: the ring holds all it keeps
-            ring = EventRing(retention, pruned=rows[0][0] - 1 if rows else self._last_event)
-        else:
-            pruned = first - 1 if first is not None else self._last_event
-            ring = EventRing(retention, pruned=pruned, older=self.older_events)
-            ring.spilled = rows[0][0] - 1 if rows else self._last_event
-        ring.extend_json((data for _, data in rows), compact=True)
-        ring.set_last(self._last_event)
-        return ring
 
     def older_events(self, after: int, upto: int, limit: int) -> tuple[int, list[bytes]]:
-        """The events kept here but not in the ring's memory (client.events.OlderEvents):
-        (the highest index no longer kept, up to `limit` events after `after` up to
-        `upto`, as their JSON)."""
+        """The events kept here but not in the ring's memory (client.events.OlderEvents)."""
         with self._lock:
-            first = self._read("SELECT MIN(idx) FROM events")[0][0]
-            rows = self._read(
-                "SELECT data FROM events WHERE idx > ? AND idx <= ? ORDER BY idx LIMIT ?",
-                (after, upto, limit),
-            )
-        return (first - 1 if first is not None else self._last_event), [r[0] for r in rows]
+            return sqlite_events.read_older(self._conn, self._last_event, after, upto, limit)
 
     def query_audit(self, query: Query) -> list[AuditEntry]:
         """The audit entries `query` asks for, newest last."""
