@@ -14,8 +14,8 @@ import asyncio
 import time
 
 from client import errors
-from client.api.luxi import WhyJob
 from client.api.wconfd import LockWait
+from client.api.why import WhyJob
 from luxid.drain_service import DrainService
 from luxid.jobs.why import LocksNeeded, QueueDrainRule, Situation, why_job
 from luxid.queue import Queue

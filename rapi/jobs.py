@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from client.api.luxi import WhyJob
+from client.api.why import WhyJob
 from client.vocabulary import PRIORITY_MAX, PRIORITY_MIN
 from rapi.routing import (
     MAX_JOB_ID,

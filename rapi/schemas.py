@@ -12,7 +12,8 @@ import msgspec
 
 from client.api.common import TOPICS as TOPIC_NAMES
 from client.api.common import Event
-from client.api.luxi import BudgetRow, DrainPlan, DrainStatus, WhyJob
+from client.api.luxi import BudgetRow, DrainPlan, DrainStatus
+from client.api.why import WhyJob
 from client.audit import AuditEntry
 from client.drains import START_AT_MAX
 from client.rapi_users import ROLES

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from client.api.luxi import (
+from client.api.wconfd import LockHolder, LockWait
+from client.api.why import (
     BudgetStep,
     CycleStep,
     DependencyStep,
@@ -34,7 +35,6 @@ from client.api.luxi import (
     Step,
     WhyJob,
 )
-from client.api.wconfd import LockHolder, LockWait
 from luxid.filters.ratelimit import bucket_limit
 from luxid.filters.verdict import Hold, Verdict
 from luxid.jobs.fields import op_subject

@@ -29,7 +29,7 @@ import msgspec
 from aiohttp import web
 
 from client import AsyncLuxiClient, AsyncWConfdClient, errors
-from client.api.luxi import WhyJob
+from client.api.why import WhyJob
 from rapi.dashboard.view import (
     FILTER_FIELDS,
     JOB_FIELDS,

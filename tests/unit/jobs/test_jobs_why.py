@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.api.luxi import CycleStep, DependencyStep, LockStep, WhyJob
 from client.api.wconfd import LockHolder, LockWait
+from client.api.why import CycleStep, DependencyStep, LockStep, WhyJob
 from luxid.filters.verdict import Hold, Verdict
 from luxid.jobs import Job, new_job
 from luxid.jobs.why import MAX_LINKS, LocksNeeded, QueueDrainRule, Situation, why_job
