@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Self, TypeVar
 
 import aiohttp
@@ -40,6 +40,7 @@ from client._server.etcd.errors import (
     LeaseNotFound,
     OutcomeUnknown,
 )
+from client._server.etcd.watch_stream import TokenRefused, watch_stream
 from client._server.etcd.wire import Key
 from client.etcd_security import EtcdSecurity
 
@@ -427,7 +428,7 @@ class EtcdClient:
                         break
                     yielded = False
                     try:
-                        async for answer in _watch_stream(response, endpoint):
+                        async for answer in watch_stream(response, endpoint):
                             yielded = True
                             yield answer
                     except TokenRefused:  # met at the stream's start: nothing was handed on
@@ -454,46 +455,6 @@ class EtcdClient:
                         for event in answer.events:
                             if on_event(event):
                                 return
-
-
-async def _watch_stream(
-    response: aiohttp.ClientResponse, endpoint: str
-) -> AsyncIterator[wire.WatchResponse]:
-    """The answers of one watch stream, one JSON document per line."""
-    try:
-        async for line in response.content:
-            if not line.strip():
-                continue
-            message = wire.decode(line, wire.WatchMessage)
-            if message.error is not None:
-                failure = TokenRefused if expired(0, message.error) else EtcdUnavailable
-                raise failure(f"etcd watch on {endpoint} failed: {message.error.message}")
-            answer = message.result
-            if answer is None or (answer.created and not answer.events and not answer.canceled):
-                continue
-            reason = answer.cancel_reason
-            if answer.canceled and ("permission denied" in reason or _expired_text(reason)):
-                # etcd cancels a watch whose token it no longer takes this way too
-                raise TokenRefused(f"etcd refused the watch on {endpoint}: {reason}")
-            if answer.canceled:
-                raise EtcdRequestError(
-                    f"etcd cancelled the watch on {endpoint}: {answer.cancel_reason or 'compacted'}"
-                    f" (compacted up to revision {answer.compact_revision}); read again and "
-                    "watch from the current revision",
-                    11,
-                )
-            yield answer
-    except (aiohttp.ClientError, OSError) as exc:
-        raise EtcdUnavailable(f"etcd watch stream from {endpoint} broke: {exc!r}") from exc
-    raise EtcdUnavailable(f"etcd watch stream from {endpoint} ended")
-
-
-def _expired_text(reason: str) -> bool:
-    return expired(0, wire.GatewayError(message=reason))
-
-
-class TokenRefused(EtcdUnavailable):
-    """A watch stream refused at its start for the token: renew it and watch again."""
 
 
 async def _pause(deadline: float) -> None:
