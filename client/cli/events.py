@@ -2,8 +2,9 @@
 
 Without --follow: the events of the last --since (default 10m) that the daemons still
 keep, oldest first, then exit 0.  With --follow: those, then each new one as it happens
-(each daemon followed by its own event-driven `watch_events` loop, on a thread of its own
-with its own connection), until Ctrl-C.  --json prints each event as one JSON object.
+(each daemon followed with `follow_events`, which pushes each batch, on a thread of its own
+with its own connection; followed again from where it was when the daemon restarts or
+another node takes over), until Ctrl-C.  --json prints each event as one JSON object.
 """
 
 from __future__ import annotations
@@ -14,18 +15,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 
+from client import errors
 from client.api.common import MAX_EVENTS, Event, EventBatch
 from client.cli.context import EXIT_OK, Context
+from client.follow import Following
 
 DAEMONS: Final = ("luxid", "wconfd")
-FOLLOW_TIMEOUT: Final = 30.0
+RETRY_SECONDS: Final = 1.0
 _encoder = msgspec.json.Encoder()
 
 Watch = Callable[..., EventBatch]
+Follow = Callable[..., Following]
 
 
 def event_line(event: Event) -> str:
@@ -52,15 +56,21 @@ def read_since(watch: Watch, topics: list[str] | None, since: float) -> tuple[li
             return out, after
 
 
-def follow(watch: Watch, daemon: str, after: int, topics: list[str] | None) -> Iterator[str]:
-    """Lines of `daemon`'s events after `after`, as they come (forever)."""
+def follow(start: Follow, daemon: str, after: int, topics: list[str] | None) -> Iterator[str]:
+    """Lines of `daemon`'s events after `after`, as they come (forever); a line starting
+    with NUL is a note for stderr."""
     while True:
-        batch = watch(after=after, topics=topics, timeout=FOLLOW_TIMEOUT, limit=MAX_EVENTS)
-        if batch.gap:
-            yield "\0" + gap_line(daemon, after)
-        for event in batch.events:
-            yield _encoder.encode(event).decode() + "\n" + event_line(event)
-        after = batch.last
+        try:
+            with start(after=after, topics=topics, limit=MAX_EVENTS) as following:
+                for batch in following:
+                    if batch.gap:
+                        yield "\0" + gap_line(daemon, after)
+                    for event in batch.events:
+                        yield _encoder.encode(event).decode() + "\n" + event_line(event)
+                    after = batch.last
+        except errors.ConnectionError as exc:
+            yield f"\0{daemon}: {exc.message}; following again in {RETRY_SECONDS:.0f} s"
+            time.sleep(RETRY_SECONDS)
 
 
 def events(ctx: Context, args: argparse.Namespace) -> int:
@@ -80,7 +90,11 @@ def events(ctx: Context, args: argparse.Namespace) -> int:
         return EXIT_OK
     lines: queue.Queue[str | BaseException] = queue.Queue()
     for daemon in DAEMONS:
-        work = follow(watches[daemon], daemon, lasts[daemon], topics)
+        # The stubs make a method that pushes an iterator (client.follow); the declaration
+        # they inherit for typing names what each item is.
+        stub = ctx.luxi if daemon == "luxid" else ctx.wconfd
+        start = cast(Follow, stub.follow_events)
+        work = follow(start, daemon, lasts[daemon], topics)
         threading.Thread(target=_pump, args=(work, lines), daemon=True).start()
     while True:
         item = lines.get()

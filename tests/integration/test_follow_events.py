@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
+import subprocess
 import sys
 import threading
 import time
@@ -23,6 +25,7 @@ from client.follow import Following
 
 sys.path.insert(0, str(Path(__file__).parent))
 from luxid_testlib import ADMIN_LOCKS, Stack, delay, raises
+from test_cli import LW
 from test_events import NOT_LOCK, newest
 
 pytestmark = pytest.mark.timeout(120)
@@ -177,3 +180,27 @@ def test_the_connection_closes_when_the_daemon_stops(stack):
         next(follow)
     follow.close()
     stack.luxid.start()
+
+
+def test_lw_events_follow_prints_new_events_and_follows_across_a_restart(stack):
+    command = [LW, "--run-dir", str(stack.luxid.run_dir), "--state-dir",
+               str(stack.luxid.state_dir), "events", "--follow", "--json", "--topics", "queue"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def next_drain_flag() -> bool:
+        event = json.loads(lines.get(timeout=20))
+        assert event["topic"] == "queue" and event["action"] == "drain_flag"
+        return bool(event["data"]["drained"])
+
+    try:
+        stack.lc.set_drain_flag(flag=True)
+        assert next_drain_flag() is True
+        stack.restart_luxid()
+        stack.lc.set_drain_flag(flag=False)
+        assert next_drain_flag() is False
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "Traceback" not in err
