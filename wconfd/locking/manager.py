@@ -25,7 +25,6 @@ requests touching the released/withdrawn locks are re-examined.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -34,7 +33,6 @@ from client.errors import DeadlockError, InvalidParams, PendingRequestError
 
 from .effects import Effects, Opportunistic, Update
 from .names import (
-    EXCLUSIVE,
     Lock,
     Pair,
     check_priority,
@@ -43,23 +41,10 @@ from .names import (
     parse_names,
     parse_request,
 )
+from .opportunistic import OppWait
 from .table import Allocation, order_problem
 from .wait_queue import NEW, Request, WaitQueue
 from .waits import JobOf, lock_waits
-
-
-@dataclass(slots=True)
-class _OppWait:
-    """A pending opportunistic union: `usable` are the pairs that pass the order rule
-    against the locks held before the call; they are acquired as they become free."""
-
-    owner: str
-    pairs: list[Pair]
-    usable: list[Pair]
-    min_count: int
-    priority: int
-    seq: int
-    since: Any
 
 
 def _pending_error(owner: str) -> PendingRequestError:
@@ -79,7 +64,7 @@ class LockManager:
         self._alloc = allocation if allocation is not None else Allocation()
         self._queue = WaitQueue(self._alloc)
         self._pending = self._queue.pending
-        self._opp: dict[str, _OppWait] = {}
+        self._opp: dict[str, OppWait] = {}
         self._seq = 0
 
     # -- durability ----------------------------------------------------------------------
@@ -109,7 +94,7 @@ class LockManager:
     def list_all_locks(self) -> dict[str, Any]:
         """`list_all_locks`: held locks with owners, and pending requests (queued and
         opportunistic) in (priority, arrival) order with the `since` given at enqueue."""
-        waits: list[Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
+        waits: list[Request | OppWait] = [*self._pending.values(), *self._opp.values()]
         waits.sort(key=lambda r: (r.priority, r.seq))
         return {
             "locks": self._alloc.list_all(),
@@ -140,14 +125,14 @@ class LockManager:
     def pending_request(self, owner: str) -> dict[str, Any] | None:
         """The owner's pending request as {"priority", "request", "since", "opportunistic"},
         or None (for list_clients)."""
-        r: Request | _OppWait | None = self._pending.get(owner) or self._opp.get(owner)
+        r: Request | OppWait | None = self._pending.get(owner) or self._opp.get(owner)
         if r is None:
             return None
         return {
             "priority": r.priority,
             "request": pairs_view(r.pairs),
             "since": r.since,
-            "opportunistic": isinstance(r, _OppWait),
+            "opportunistic": isinstance(r, OppWait),
         }
 
     def pending_matches(self, owner: str, request: Any) -> bool:
@@ -181,7 +166,7 @@ class LockManager:
         """`lock_waits`: per waiting request, in (priority, arrival) order, one entry per
         lock it still wants that someone holds in a conflicting mode (waits.lock_waits).
         `job_of` names the job of a client id (None for a client that is no job)."""
-        waits: list[Request | _OppWait] = [*self._pending.values(), *self._opp.values()]
+        waits: list[Request | OppWait] = [*self._pending.values(), *self._opp.values()]
         waits.sort(key=lambda r: (r.priority, r.seq))
         alloc = self._alloc
         waiting = [
@@ -341,14 +326,14 @@ class LockManager:
         else:
             usable = list(pairs)
         pairs.sort(key=lambda p: p[0].key)
-        ow = _OppWait(owner, pairs, usable, min_count, priority, self._seq + 1, since)
+        ow = OppWait(owner, pairs, usable, min_count, priority, self._seq + 1, since)
         eff = Effects()
         done = self._opp_step(ow, eff, now)
         if wait and not done:
             self._seq += 1
             self._opp[owner] = ow
-            return Opportunistic(locks=self._opp_result(ow), waiting=True, effects=eff)
-        return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=eff)
+            return Opportunistic(locks=ow.result(self._alloc.owned), waiting=True, effects=eff)
+        return Opportunistic(locks=ow.result(self._alloc.owned), waiting=False, effects=eff)
 
     def finish_opportunistic(self, owner: str) -> Opportunistic:
         """End `owner`'s opportunistic wait (its timeout passed): the locks it holds from
@@ -356,7 +341,7 @@ class LockManager:
         ow = self._opp.pop(owner, None)
         if ow is None:
             return Opportunistic(locks=[], waiting=False, effects=Effects())
-        return Opportunistic(locks=self._opp_result(ow), waiting=False, effects=Effects())
+        return Opportunistic(locks=ow.result(self._alloc.owned), waiting=False, effects=Effects())
 
     # -- internals -------------------------------------------------------------------------
 
@@ -407,7 +392,7 @@ class LockManager:
         if weakened or req is not None:
             self._settle(eff, weakened, removed, now)
         if ow is not None:
-            eff.opportunistic[owner] = self._opp_result(ow)
+            eff.opportunistic[owner] = ow.result(self._alloc.owned)
         return eff
 
     def _settle(
@@ -456,9 +441,9 @@ class LockManager:
         for owner, ow in sorted(self._opp.items(), key=lambda item: item[1].seq):
             if self._opp_step(ow, eff, now):
                 del self._opp[owner]
-                eff.opportunistic[owner] = self._opp_result(ow)
+                eff.opportunistic[owner] = ow.result(self._alloc.owned)
 
-    def _opp_step(self, ow: _OppWait, eff: Effects, now: float) -> bool:
+    def _opp_step(self, ow: OppWait, eff: Effects, now: float) -> bool:
         """Acquire the free usable pairs of `ow` (if min_count allows); True when no usable
         pair is missing any more."""
         alloc = self._alloc
@@ -466,7 +451,7 @@ class LockManager:
         missing = alloc.wants(owner, ow.usable)
         if not missing:
             return True
-        if ow.min_count and self._count_held(ow) + len(missing) < ow.min_count:
+        if ow.min_count and ow.count_held(self._alloc.owned) + len(missing) < ow.min_count:
             return True  # min_count can never be reached: give up (nothing was acquired)
         free: list[Pair] = []
         any_conflict = alloc.index.any_conflict
@@ -478,33 +463,10 @@ class LockManager:
             free.append(pair)
         if not free:
             return False
-        if ow.min_count and self._count_held(ow) + len(free) < ow.min_count:
+        if ow.min_count and ow.count_held(self._alloc.owned) + len(free) < ow.min_count:
             return False
         eff.add_changes(owner, alloc.apply(owner, free, [], now))
         return len(free) == len(missing)
-
-    def _count_held(self, ow: _OppWait) -> int:
-        """How many of the request's pairs the owner holds at least as strongly."""
-        mine = self._alloc.owned.get(ow.owner)
-        if not mine:
-            return 0
-        n = 0
-        for lock, mode in ow.pairs:
-            cur = mine.get(lock.name)
-            if cur is not None and (cur == EXCLUSIVE or mode != EXCLUSIVE):
-                n += 1
-        return n
-
-    def _opp_result(self, ow: _OppWait) -> list[str]:
-        """The request's locks held at least as strongly, in lock order; [] if fewer than
-        min_count."""
-        mine = self._alloc.owned.get(ow.owner) or {}
-        locks = []
-        for lock, mode in ow.pairs:
-            cur = mine.get(lock.name)
-            if cur is not None and (cur == EXCLUSIVE or mode != EXCLUSIVE):
-                locks.append(lock.name)
-        return locks if len(locks) >= ow.min_count else []
 
 
 def _all(_lock: Lock) -> bool:
