@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 from client.errors import FilterError
 from client.filterrules import FilterRule, WireAction, validate_action
-from luxid.filters import query
+from luxid.filters import necessary, query
 from luxid.filters.job import COMMON_PARAMS, FilterJob
 from luxid.filters.verdict import Verdict
 
@@ -183,7 +183,7 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
         test: JobTest | bool
         if name == "jobid":
             test = _jobid_test(expr, rule.watermark)
-            iv = query.id_interval(expr, rule.watermark)
+            iv = necessary.id_interval(expr, rule.watermark)
             if iv is not None:
                 old = cr.id_range
                 cr.id_range = iv if old is None else (max(old[0], iv[0]), min(old[1], iv[1]))
@@ -196,9 +196,9 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
                 test = _opcode_test(op_test)
                 # Each opcode predicate may be satisfied by a different opcode: its guard is
                 # necessary on its own, so keep one of them (never their intersection).
-                cr.opid_guard = _smaller(cr.opid_guard, query.required_values(expr, "OP_ID"))
+                cr.opid_guard = _smaller(cr.opid_guard, necessary.required_values(expr, "OP_ID"))
                 for f in sorted(fields - {"OP_ID"}):
-                    vals = query.required_values(expr, f) if "." not in f else None
+                    vals = necessary.required_values(expr, f) if "." not in f else None
                     if vals is not None:
                         value_guard = _smaller(value_guard, frozenset(("p", f, v) for v in vals))
                 top = None if any("." in f for f in fields) else fields
@@ -211,10 +211,10 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
         elif name == "reason":
             test = _reason_test(expr)
             for field, tag in (("reason", "r"), ("source", "s")):
-                vals = query.required_values(expr, field)
+                vals = necessary.required_values(expr, field)
                 if vals is not None:
                     value_guard = _smaller(value_guard, frozenset((tag, v) for v in vals))
-                pats = query.required_patterns(expr, field)
+                pats = necessary.required_patterns(expr, field)
                 if pats is not None and cr.patterns is None:
                     cr.patterns = (field, pats)
         else:
@@ -238,7 +238,7 @@ def _compile_predicates(cr: CompiledRule, rule: FilterRule) -> None:
         tests, opset_tests, residual = [], [], []
     cr.tests, cr.opset_tests, cr.residual = tuple(tests), tuple(opset_tests), all_of(residual)
     if cr.patterns is not None:
-        parts = [query.combinable(p) for p in cr.patterns[1]]
+        parts = [necessary.combinable(p) for p in cr.patterns[1]]
         if parts and all(p is not None for p in parts):
             cr.alternation = "|".join(p for p in parts if p is not None)
     if proj_all and tests:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from client.errors import FilterError
-from luxid.filters import COMMON_PARAMS, evaluate_json, parse
+from luxid.filters import COMMON_PARAMS, evaluate_json, necessary, parse
 from luxid.filters import query as q
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_reason_semantics(expr: Any, expected: bool) -> None:
     ],
 )
 def test_required_values(expr: Any, expected: set[str] | None) -> None:
-    got = q.required_values(parse(expr), "OP_ID")
+    got = necessary.required_values(parse(expr), "OP_ID")
     assert (None if got is None else set(got)) == expected
 
 
@@ -237,17 +237,17 @@ def test_required_values(expr: Any, expected: set[str] | None) -> None:
     ("expr", "expected"),
     [
         (["==", "id", 5], (5, 5)),
-        ([">", "id", "watermark"], (11, q.ID_MAX)),
-        (["<", "id", 5], (q.ID_MIN, 4)),
+        ([">", "id", "watermark"], (11, necessary.ID_MAX)),
+        (["<", "id", 5], (necessary.ID_MIN, 4)),
         (["&", [">=", "id", 3], ["<=", "id", 7]], (3, 7)),
         (["|", ["==", "id", 3], ["==", "id", 7]], (3, 7)),
         (["!", ["==", "id", 3]], None),
-        (["==", "id", "x"], (q.ID_MAX, q.ID_MIN)),
+        (["==", "id", "x"], (necessary.ID_MAX, necessary.ID_MIN)),
         (["|", ["==", "id", 3], ["!", ["==", "id", 1]]], None),
     ],
 )
 def test_id_interval(expr: Any, expected: tuple[int, int] | None) -> None:
-    assert q.id_interval(parse(expr), 10) == expected
+    assert necessary.id_interval(parse(expr), 10) == expected
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_id_interval(expr: Any, expected: tuple[int, int] | None) -> None:
 def test_combinable(pattern: str, ok: bool) -> None:
     import re
 
-    wrapped = q.combinable(pattern)
+    wrapped = necessary.combinable(pattern)
     assert (wrapped is not None) is ok
     if wrapped is not None:
         for text in ("a", "ABC", "ab", "a1", "xx", "aa"):
