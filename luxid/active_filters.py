@@ -11,7 +11,10 @@ The set changes in two ways, both on the event loop: luxid's own `replace_filter
 it reads from the configuration after each change (`wait_config_change`), which is how
 rules written straight into wconfd arrive.  Each change compiles a new FilterChain,
 reusing the unchanged rules' compilation.  One FilterJob per job is cached (opcode inputs
-never change after submit).
+never change after submit).  Each job's verdict is remembered until the rules change; after
+a change of a few rules a job is judged again only as far as the change can alter its
+verdict (luxid.filters.delta), so the pass after a rule change does not run the whole
+chain for every queued job.
 
 Each job's verdict is counted in `lockwarden_filter_verdicts_total{action}` once when it
 comes to apply to the job — at submit or at the first pass that judges it — and again only
@@ -29,6 +32,8 @@ from client import errors
 from client._server.metrics import Registry
 from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
 from luxid.filters import FilterChain, FilterJob, Verdict
+from luxid.filters.delta import VerdictDelta
+from luxid.filters.job_index import JobIndex
 from luxid.filters.ratelimit import paused_reason, rejected_result
 from luxid.jobs import Job, mark_canceled, set_pending_reason
 
@@ -51,6 +56,12 @@ class ActiveFilters:
         # job's id and opcode inputs only, so a pass with the same rules looks it up
         # instead of running the chain (half of a pass over 100,000 queued jobs).
         self._verdict_of: dict[int, Verdict | None] = {}
+        # After a change of a few rules (`_delta`): the verdicts, under the rules before
+        # it, of the jobs the change may concern (the others stay in `_verdict_of`), and the
+        # live jobs by what rules are indexed by, to find those jobs.
+        self._delta: VerdictDelta | None = None
+        self._stale: dict[int, Verdict | None] = {}
+        self._index = JobIndex()
         self._counted: dict[int, Verdict] = {}  # the verdict last counted per live job
         self._verdicts = metrics.counter("lockwarden_filter_verdicts_total")
 
@@ -87,9 +98,22 @@ class ActiveFilters:
         self._install({k: r for k, r in self.rules.items() if k != uuid})
 
     def _install(self, rules: dict[str, FilterRule]) -> None:
+        previous = self.rules
         self.rules = rules
         self._chain = FilterChain(rules.values(), previous=self._chain)
-        self._verdict_of = {}
+        # the verdicts known for `previous` (none while there were no rules: nothing is
+        # remembered then); those of a change before that no pass judged are dropped
+        known = self._verdict_of if previous else {}
+        self._verdict_of, self._stale = {}, {}
+        self._delta = VerdictDelta.between(previous, rules, self._chain) if known else None
+        if self._delta is None:
+            return
+        affected = self._delta.affected(self._index, known)
+        if affected is None:
+            self._stale = known
+        else:
+            self._stale = {i: known.pop(i) for i in affected if i in known}
+            self._verdict_of = known
         for uuid, error in self._chain.errors.items():
             log.warning("filter rule %s never applies: %r", uuid, error)
 
@@ -120,11 +144,15 @@ class ActiveFilters:
         fjob = self._fjobs.get(job.id)
         if fjob is None:
             fjob = self._fjobs[job.id] = filter_job(job)
+            self._index.add(fjob)
         return fjob
 
     def forget(self, job_id: int) -> None:
         """A job left the queue for good (finalized or archived)."""
-        self._fjobs.pop(job_id, None)
+        fjob = self._fjobs.pop(job_id, None)
+        if fjob is not None:
+            self._index.remove(fjob)
+        self._stale.pop(job_id, None)
         self._verdict_of.pop(job_id, None)
         self._counted.pop(job_id, None)
 
@@ -137,11 +165,20 @@ class ActiveFilters:
         if job.id in memo:
             verdict = memo[job.id]
         else:
-            verdict = memo[job.id] = self._chain.verdict(self.job_view(job))
+            verdict = memo[job.id] = self._judge(job)
         if verdict is not None and self._counted.get(job.id) != verdict:
             self._counted[job.id] = verdict
             self._verdicts.inc(verdict.action)
         return verdict
+
+    def _judge(self, job: Job) -> Verdict | None:
+        """The job's verdict under the current rules, from its verdict before the last
+        change(s) where there is one."""
+        fjob = self.job_view(job)
+        delta, stale = self._delta, self._stale
+        if delta is not None and job.id in stale:
+            return delta.verdict(stale.pop(job.id), fjob)
+        return self._chain.verdict(fjob)
 
     def buckets(self, job: Job) -> frozenset[str]:
         """The job's reason-trail rate-limit buckets."""

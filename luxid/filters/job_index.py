@@ -1,0 +1,96 @@
+"""The live jobs indexed by what filter rules are indexed by (pure): which jobs a rule can
+match at all, without testing every job (docs/contracts.md#filters).
+
+luxid.filters.chain finds a job's candidate rules through each rule's necessary condition
+(an opcode parameter value, a reason text or source, an OP_ID, a job-id range, a regex
+over reason texts or sources).  This is the same index the other way round: from a rule's
+condition to the jobs that meet it, a superset of the jobs the rule matches.  A rule
+change re-judges only those jobs (luxid.filters.delta), so it costs what it can affect,
+not the length of the queue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
+from luxid.filters.compile import CompiledRule
+from luxid.filters.job import FilterJob
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _add(index: dict[K, set[int]], keys: Iterable[K], job_id: int) -> None:
+    for key in keys:
+        ids = index.get(key)
+        if ids is None:
+            index[key] = {job_id}
+        else:
+            ids.add(job_id)
+
+
+def _drop(index: dict[K, set[int]], keys: Iterable[K], job_id: int) -> None:
+    for key in keys:
+        ids = index.get(key)
+        if ids is not None:
+            ids.discard(job_id)
+            if not ids:
+                del index[key]
+
+
+class JobIndex:
+    """FilterJobs by OP_ID, opcode `(param, value)`, reason text and source, and id."""
+
+    __slots__ = ("_op_ids", "_params", "_sources", "_texts", "ids")
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self._op_ids: dict[str, set[int]] = {}
+        self._params: dict[tuple[str, str], set[int]] = {}
+        self._texts: dict[str, set[int]] = {}
+        self._sources: dict[str, set[int]] = {}
+
+    def add(self, job: FilterJob) -> None:
+        """Index a job (once per job id; `remove` it before indexing another view)."""
+        self.ids.add(job.id)
+        _add(self._op_ids, job.op_ids, job.id)
+        _add(self._params, job.op_values, job.id)
+        _add(self._texts, job.reason_texts, job.id)
+        _add(self._sources, job.reason_sources, job.id)
+
+    def remove(self, job: FilterJob) -> None:
+        """Drop a job indexed by `add`."""
+        self.ids.discard(job.id)
+        _drop(self._op_ids, job.op_ids, job.id)
+        _drop(self._params, job.op_values, job.id)
+        _drop(self._texts, job.reason_texts, job.id)
+        _drop(self._sources, job.reason_sources, job.id)
+
+    def candidates(self, cr: CompiledRule) -> set[int] | None:
+        """The ids of the indexed jobs that meet the necessary condition the chain indexes
+        the rule by (a superset of those it matches); None: any job may match."""
+        if cr.verdict is None or cr.never:
+            return set()
+        if cr.value_guard is not None:
+            out: set[int] = set()
+            for key in cr.value_guard:
+                if key[0] == "p":
+                    out.update(self._params.get((key[1], key[2]), ()))
+                else:
+                    out.update((self._texts if key[0] == "r" else self._sources).get(key[1], ()))
+            return out
+        if cr.opset_tests or cr.opid_guard is not None:
+            if cr.opid_guard is None:
+                return None
+            return set().union(*(self._op_ids.get(op_id, ()) for op_id in cr.opid_guard))
+        if cr.id_range is not None:
+            lo, hi = cr.id_range
+            if hi - lo < len(self.ids):
+                return {i for i in range(lo, hi + 1) if i in self.ids}
+            return {i for i in self.ids if lo <= i <= hi}
+        if cr.alternation is not None and cr.patterns is not None:
+            search = re.compile(cr.alternation).search
+            by_text = self._texts if cr.patterns[0] == "reason" else self._sources
+            return set().union(*(ids for text, ids in by_text.items() if search(text)))
+        return None
