@@ -89,8 +89,38 @@ class JobIndex:
             if hi - lo < len(self.ids):
                 return {i for i in range(lo, hi + 1) if i in self.ids}
             return {i for i in self.ids if lo <= i <= hi}
-        if cr.alternation is not None and cr.patterns is not None:
-            search = re.compile(cr.alternation).search
-            by_text = self._texts if cr.patterns[0] == "reason" else self._sources
-            return set().union(*(ids for text, ids in by_text.items() if search(text)))
+        if by_pattern(cr):
+            return self.pattern_reach([cr])[cr]
         return None
+
+    def pattern_reach(self, rules: Iterable[CompiledRule]) -> dict[CompiledRule, set[int]]:
+        """`candidates` of the rules indexed by a regex (`by_pattern`), all found in one
+        pass over the distinct reason texts and sources: one search of all the regexes
+        together per text (jobs' texts are mostly their own), each regex only on a hit."""
+        out: dict[CompiledRule, set[int]] = {}
+        fields: dict[str, list[tuple[CompiledRule, str]]] = {}
+        for cr in rules:
+            if cr.alternation is not None and cr.patterns is not None:
+                out[cr] = set()
+                fields.setdefault(cr.patterns[0], []).append((cr, cr.alternation))
+        for field, members in fields.items():
+            any_of = re.compile("|".join(alt for _, alt in members)).search
+            searches = [(cr, re.compile(alt).search) for cr, alt in members]
+            by_text = self._texts if field == "reason" else self._sources
+            for text in filter(any_of, by_text):
+                for cr, search in searches:
+                    if search(text) is not None:
+                        out[cr] |= by_text[text]
+        return out
+
+
+def by_pattern(cr: CompiledRule) -> bool:
+    """Whether the chain indexes the rule by a regex (it has no better condition)."""
+    return (
+        cr.value_guard is None
+        and not cr.opset_tests
+        and cr.opid_guard is None
+        and cr.id_range is None
+        and cr.alternation is not None
+        and cr.patterns is not None
+    )

@@ -5,6 +5,7 @@ judged before, every verdict is the one a chain built from scratch gives."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 from filters_testlib import uid
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,7 @@ from test_filter_properties import (
 
 from client._server.metrics import Registry
 from luxid.active_filters import ActiveFilters, filter_job
-from luxid.filters import FilterChain, FilterRule
+from luxid.filters import FilterChain, FilterRule, bulk
 from luxid.filters.compile import compile_rule
 from luxid.filters.job_index import JobIndex
 from luxid.jobs import Job
@@ -108,3 +109,20 @@ def test_the_index_finds_every_job_a_rule_matches(rules: list[FilterRule], jobs:
             if cr.verdict is not None and cr.matches(view):
                 assert reach is None or view.id in reach
         assert reach is None or views[0].id not in reach
+
+
+@SETTINGS
+@given(st.one_of(rules_strategy(), indexed_rules), jobs_strategy, st.integers(0, 40))
+def test_judging_all_at_once_agrees_with_the_chain(
+    rules: list[FilterRule], jobs: list[Job], floor: int
+) -> None:
+    views = {job.id: filter_job(job) for job in jobs}
+    index = JobIndex()
+    for view in views.values():
+        index.add(view)
+    with patch.object(bulk, "WORK_FLOOR", floor):  # small floors leave some to the chain
+        judged = bulk.judge_all(FilterChain(rules), index, views, list(views)[1:])
+    fresh = FilterChain(rules)
+    assert set(judged) <= set(views) - {jobs[0].id}
+    for job_id, verdict in judged.items():
+        assert verdict == fresh.verdict(views[job_id])
