@@ -13,30 +13,42 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from luxid.filters.compile import CompiledRule
 from luxid.filters.job import FilterJob
 
 K = TypeVar("K", bound=Hashable)
+# The jobs under one key: the id itself while there is one (most reason texts are one job's
+# own, "job=<id>;index=<n>": a set each would be most of the index's memory), else a set.
+Ids: TypeAlias = int | set[int]
 
 
-def _add(index: dict[K, set[int]], keys: Iterable[K], job_id: int) -> None:
+def ids_of(entry: Ids | None) -> Iterable[int]:
+    """The job ids of an index entry (none for a missing key)."""
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, int) else entry
+
+
+def _add(index: dict[K, Ids], keys: Iterable[K], job_id: int) -> None:
     for key in keys:
-        ids = index.get(key)
-        if ids is None:
-            index[key] = {job_id}
+        entry = index.get(key)
+        if entry is None:
+            index[key] = job_id
+        elif isinstance(entry, int):
+            index[key] = {entry, job_id}
         else:
-            ids.add(job_id)
+            entry.add(job_id)
 
 
-def _drop(index: dict[K, set[int]], keys: Iterable[K], job_id: int) -> None:
+def _drop(index: dict[K, Ids], keys: Iterable[K], job_id: int) -> None:
     for key in keys:
-        ids = index.get(key)
-        if ids is not None:
-            ids.discard(job_id)
-            if not ids:
-                del index[key]
+        entry = index.get(key)
+        if entry == job_id or entry == {job_id}:
+            del index[key]
+        elif isinstance(entry, set):
+            entry.discard(job_id)
 
 
 class JobIndex:
@@ -46,26 +58,31 @@ class JobIndex:
 
     def __init__(self) -> None:
         self.ids: set[int] = set()
-        self._op_ids: dict[str, set[int]] = {}
-        self._params: dict[tuple[str, str], set[int]] = {}
-        self._texts: dict[str, set[int]] = {}
-        self._sources: dict[str, set[int]] = {}
+        self._op_ids: dict[str, Ids] = {}
+        self._params: dict[tuple[str, str], Ids] = {}
+        self._texts: dict[str, Ids] = {}
+        self._sources: dict[str, Ids] = {}
 
     def add(self, job: FilterJob) -> None:
         """Index a job (once per job id; `remove` it before indexing another view)."""
         self.ids.add(job.id)
-        _add(self._op_ids, job.op_ids, job.id)
-        _add(self._params, job.op_values, job.id)
-        _add(self._texts, job.reason_texts, job.id)
-        _add(self._sources, job.reason_sources, job.id)
+        for index, keys in self._keys(job):
+            _add(index, keys, job.id)
 
     def remove(self, job: FilterJob) -> None:
         """Drop a job indexed by `add`."""
         self.ids.discard(job.id)
-        _drop(self._op_ids, job.op_ids, job.id)
-        _drop(self._params, job.op_values, job.id)
-        _drop(self._texts, job.reason_texts, job.id)
-        _drop(self._sources, job.reason_sources, job.id)
+        for index, keys in self._keys(job):
+            _drop(index, keys, job.id)
+
+    def _keys(self, job: FilterJob) -> tuple[tuple[dict[Any, Ids], Iterable[Any]], ...]:
+        """Each index with the job's keys in it."""
+        return (
+            (self._op_ids, job.op_ids),
+            (self._params, job.op_values),
+            (self._texts, job.reason_texts),
+            (self._sources, job.reason_sources),
+        )
 
     def candidates(self, cr: CompiledRule) -> set[int] | None:
         """The ids of the indexed jobs that meet the necessary condition the chain indexes
@@ -76,14 +93,15 @@ class JobIndex:
             out: set[int] = set()
             for key in cr.value_guard:
                 if key[0] == "p":
-                    out.update(self._params.get((key[1], key[2]), ()))
+                    out.update(ids_of(self._params.get((key[1], key[2]))))
                 else:
-                    out.update((self._texts if key[0] == "r" else self._sources).get(key[1], ()))
+                    by_text = self._texts if key[0] == "r" else self._sources
+                    out.update(ids_of(by_text.get(key[1])))
             return out
         if cr.opset_tests or cr.opid_guard is not None:
             if cr.opid_guard is None:
                 return None
-            return set().union(*(self._op_ids.get(op_id, ()) for op_id in cr.opid_guard))
+            return set().union(*(ids_of(self._op_ids.get(op_id)) for op_id in cr.opid_guard))
         if cr.id_range is not None:
             lo, hi = cr.id_range
             if hi - lo < len(self.ids):
@@ -110,7 +128,7 @@ class JobIndex:
             for text in filter(any_of, by_text):
                 for cr, search in searches:
                     if search(text) is not None:
-                        out[cr] |= by_text[text]
+                        out[cr].update(ids_of(by_text[text]))
         return out
 
 
