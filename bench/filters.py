@@ -190,15 +190,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--growth-jobs", type=int, default=100_000,
                         help="queued jobs of the growth pass (0: skip it)")  # fmt: skip
+    parser.add_argument("--only", choices=["pass", "growth", "unpause"], action="append",
+                        help="measure only these figures (repeatable; default: all)")  # fmt: skip
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
-        figures = asyncio.run(pass_figures(Path(tmp)))
-    out = {"bench": "filters", "cpus": cpu_count(), "pass": figures}
-    if args.growth_jobs:
+    parts = set(args.only or ["pass", "growth", "unpause"])
+    if not args.growth_jobs:
+        parts.discard("growth")
+    out: dict[str, Any] = {"bench": "filters", "cpus": cpu_count()}
+    if "pass" in parts:
+        with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
+            out["pass"] = asyncio.run(pass_figures(Path(tmp)))
+    if "growth" in parts:
         with tempfile.TemporaryDirectory(prefix="lwbench-") as tmp:
             grown = asyncio.run(pass_figures(Path(tmp), jobs=args.growth_jobs, rounds=2))
         out["growth"] = {**grown, "target_ms": 500}
-    out["unpause"] = unpause_latency()
+    if "unpause" in parts:
+        out["unpause"] = unpause_latency()
     print(json.dumps(out))
 
 
