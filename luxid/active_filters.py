@@ -108,8 +108,9 @@ class ActiveFilters:
         for uuid, error in self._chain.errors.items():
             log.warning("filter rule %s never applies: %r", uuid, error)
         # the verdicts known for `previous` (none while there were no rules: nothing is
-        # remembered then); those of a change before that no pass judged are dropped
+        # remembered then); the jobs an earlier change left to judge are judged afresh
         known = self._verdict_of if previous else {}
+        carried = self._unjudged | self._stale.keys()
         self._verdict_of, self._stale = {}, {}
         self._delta = VerdictDelta.between(previous, rules, self._chain) if known else None
         if self._delta is None:
@@ -118,7 +119,7 @@ class ActiveFilters:
         affected = self._delta.affected(self._index, known)
         # the jobs the change concerns: judged afresh if their rule changed, else from
         # their verdict; the others keep theirs
-        changed, self._unjudged = self._delta.changed, set()
+        changed, self._unjudged = self._delta.changed, carried
         for i in set(known) if affected is None else affected:
             if i in known:
                 old = known.pop(i)
