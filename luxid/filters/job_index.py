@@ -86,7 +86,8 @@ class JobIndex:
 
     def candidates(self, cr: CompiledRule) -> set[int] | None:
         """The ids of the indexed jobs that meet the necessary condition the chain indexes
-        the rule by (a superset of those it matches); None: any job may match."""
+        the rule by (a superset of those it matches: any necessary condition would do, so
+        this stays right whatever the chain picks); None: any job may match."""
         if cr.verdict is None or cr.never:
             return set()
         if cr.value_guard is not None:
