@@ -11,7 +11,10 @@ The set changes in two ways, both on the event loop: luxid's own `replace_filter
 it reads from the configuration after each change (`wait_config_change`), which is how
 rules written straight into wconfd arrive.  Each change compiles a new FilterChain,
 reusing the unchanged rules' compilation.  One FilterJob per job is cached (opcode inputs
-never change after submit).
+never change after submit).  Each job's verdict is remembered until the rules change; after
+a change of a few rules a job is judged again only as far as the change can alter its
+verdict (luxid.filters.delta), so the pass after a rule change does not run the whole
+chain for every queued job.
 
 Each job's verdict is counted in `lockwarden_filter_verdicts_total{action}` once when it
 comes to apply to the job — at submit or at the first pass that judges it — and again only
@@ -22,6 +25,7 @@ many passes counts once.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +33,9 @@ from client import errors
 from client._server.metrics import Registry
 from client.filterrules import FILTER_FIELDS, FilterRule, filter_row, rule_from_wire
 from luxid.filters import FilterChain, FilterJob, Verdict
+from luxid.filters.bulk import judge_all
+from luxid.filters.delta import VerdictDelta
+from luxid.filters.job_index import JobIndex
 from luxid.filters.ratelimit import paused_reason, rejected_result
 from luxid.jobs import Job, mark_canceled, set_pending_reason
 
@@ -51,6 +58,14 @@ class ActiveFilters:
         # job's id and opcode inputs only, so a pass with the same rules looks it up
         # instead of running the chain (half of a pass over 100,000 queued jobs).
         self._verdict_of: dict[int, Verdict | None] = {}
+        # After a change of a few rules (`_delta`): the verdicts, under the rules before
+        # it, of the jobs the change may concern (the others stay in `_verdict_of`), and the
+        # live jobs by what rules are indexed by, to find those jobs.
+        self._delta: VerdictDelta | None = None
+        self._stale: dict[int, Verdict | None] = {}
+        self._index = JobIndex()
+        # The jobs to judge afresh, all at once, when the first of them is asked for.
+        self._unjudged: set[int] = set()
         self._counted: dict[int, Verdict] = {}  # the verdict last counted per live job
         self._verdicts = metrics.counter("lockwarden_filter_verdicts_total")
 
@@ -87,11 +102,32 @@ class ActiveFilters:
         self._install({k: r for k, r in self.rules.items() if k != uuid})
 
     def _install(self, rules: dict[str, FilterRule]) -> None:
+        previous = self.rules
         self.rules = rules
         self._chain = FilterChain(rules.values(), previous=self._chain)
-        self._verdict_of = {}
         for uuid, error in self._chain.errors.items():
             log.warning("filter rule %s never applies: %r", uuid, error)
+        # the verdicts known for `previous` (none while there were no rules: nothing is
+        # remembered then); the jobs an earlier change left to judge are judged afresh
+        known = self._verdict_of if previous else {}
+        carried = self._unjudged | self._stale.keys()
+        self._verdict_of, self._stale = {}, {}
+        self._delta = VerdictDelta.between(previous, rules, self._chain) if known else None
+        if self._delta is None:
+            self._unjudged = set(self._fjobs)
+            return
+        affected = self._delta.affected(self._index, known)
+        # the jobs the change concerns: judged afresh if their rule changed, else from
+        # their verdict; the others keep theirs
+        changed, self._unjudged = self._delta.changed, carried
+        for i in set(known) if affected is None else affected:
+            if i in known:
+                old = known.pop(i)
+                if old is not None and old.rule_uuid in changed:
+                    self._unjudged.add(i)
+                else:
+                    self._stale[i] = old
+        self._verdict_of = known
 
     # -- query_filters ---------------------------------------------------------------
 
@@ -120,11 +156,16 @@ class ActiveFilters:
         fjob = self._fjobs.get(job.id)
         if fjob is None:
             fjob = self._fjobs[job.id] = filter_job(job)
+            self._index.add(fjob)
         return fjob
 
     def forget(self, job_id: int) -> None:
         """A job left the queue for good (finalized or archived)."""
-        self._fjobs.pop(job_id, None)
+        fjob = self._fjobs.pop(job_id, None)
+        if fjob is not None:
+            self._index.remove(fjob)
+        self._stale.pop(job_id, None)
+        self._unjudged.discard(job_id)
         self._verdict_of.pop(job_id, None)
         self._counted.pop(job_id, None)
 
@@ -137,11 +178,43 @@ class ActiveFilters:
         if job.id in memo:
             verdict = memo[job.id]
         else:
-            verdict = memo[job.id] = self._chain.verdict(self.job_view(job))
-        if verdict is not None and self._counted.get(job.id) != verdict:
+            verdict = memo[job.id] = self._judge(job)
+        if (
+            verdict is not None
+            and (seen := self._counted.get(job.id)) is not verdict
+            and seen != verdict
+        ):
             self._counted[job.id] = verdict
             self._verdicts.inc(verdict.action)
         return verdict
+
+    def _judge(self, job: Job) -> Verdict | None:
+        """The job's verdict under the current rules: after a change, all those to be
+        judged afresh at once (luxid.filters.bulk), else from its verdict before the
+        change where the change concerns it, else by the chain."""
+        fjob = self.job_view(job)
+        if self._unjudged:
+            unjudged, self._unjudged = self._unjudged, set()
+            judged = judge_all(self._chain, self._index, self._fjobs, unjudged)
+            self._verdict_of.update(judged)
+            self._count(judged)
+            if job.id in self._verdict_of:
+                return self._verdict_of[job.id]
+        delta, stale = self._delta, self._stale
+        if delta is not None and job.id in stale:
+            return delta.verdict(stale.pop(job.id), fjob)
+        return self._chain.verdict(fjob)
+
+    def _count(self, judged: Mapping[int, Verdict | None]) -> None:
+        """Count the verdicts judged all at once, as `verdict` counts one: once per job
+        and verdict, added per action."""
+        counted, tally = self._counted, Counter[str]()
+        for job_id, verdict in judged.items():
+            if verdict is not None and counted.get(job_id) != verdict:
+                counted[job_id] = verdict
+                tally[verdict.action] += 1
+        for action, n in tally.items():
+            self._verdicts.inc(action, by=n)
 
     def buckets(self, job: Job) -> frozenset[str]:
         """The job's reason-trail rate-limit buckets."""

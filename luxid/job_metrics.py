@@ -48,6 +48,14 @@ class JobMetrics:
 
     def changed(self, old: Job | None, new: Job) -> None:
         """A live job went from `old` (None: it is new) to `new`."""
+        if (
+            old is not None
+            and old.ops is new.ops
+            and old.start_ts == new.start_ts
+            and old.process_id == new.process_id
+            and old.paused == new.paused
+        ):
+            return  # nothing the status derives from changed (a pending reason)
         status = job_status(new)
         if old is None:
             was: str | None = None

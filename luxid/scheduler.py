@@ -164,8 +164,7 @@ class Scheduler:
     def job_finalized(self, job_id: int) -> bool:
         """A job was finalized: it is no candidate any more and lets go of its slot; True
         if it held one.  Requests no pass (see `release_slot`)."""
-        self._unfinished.discard(job_id)
-        self._disruptions.forget(job_id)
+        self._drop(job_id)
         return self.release_slot(job_id)
 
     # -- passes --------------------------------------------------------------------------
@@ -248,17 +247,22 @@ class Scheduler:
         return running
 
     def _queued(self, candidates: Iterable[int]) -> list[Job]:
-        """The live, unfinished jobs among `candidates` that hold no slot, by id."""
+        """The live jobs among `candidates` that hold no slot, by id (a finalized one
+        among them, the selection reports and `_apply` drops: one status test per job)."""
         jobs = self.live.jobs
         queued = []
         for job_id in sorted(candidates):
             job = jobs.get(job_id)
-            if job is None or is_finalized(job):
-                self._unfinished.discard(job_id)
-                self._disruptions.forget(job_id)
+            if job is None:
+                self._drop(job_id)
             elif job_id not in self._slots:
                 queued.append(job)
         return queued
+
+    def _drop(self, job_id: int) -> None:
+        """A candidate found gone or finalized is no candidate any more."""
+        self._unfinished.discard(job_id)
+        self._disruptions.forget(job_id)
 
     def _fill_slots(self, max_running: int) -> None:
         """The pass after job ends: start the next eligible jobs into the free slots."""
@@ -310,6 +314,8 @@ class Scheduler:
         start, pause, pending = selection.start, selection.pause, selection.pending
         jobs = self.live.jobs
         now = time.time()
+        for job_id in selection.finalized:
+            self._drop(job_id)
         changed: list[Job] = []
         for job_id, message in selection.cancel:
             changed.append(mark_canceled(jobs[job_id], now, message))

@@ -3,7 +3,9 @@
 No sockets, files, clocks or processes.  The rules themselves (shape, add-time checks,
 actions, the expression parser) are client.filterrules, shared with wconfd; re-exported
 here.  Modules: `query` (expressions compiled to closures), `compile` (a rule compiled),
-`chain` (the indexed evaluator), `job` (a job as the filters see it), `ratelimit`, `verdict`.  How the rest of luxid uses it:
+`chain` (the indexed evaluator), `job` (a job as the filters see it), `ratelimit`, `verdict`,
+`job_index` (the jobs a rule can reach), `delta` (verdicts carried over a rule change),
+`bulk` (many jobs judged at once, rule by rule).  How the rest of luxid uses it:
 
 replace_filter(uuid, priority, predicates, action, reason)
     `rule = make_rule(uuid or str(uuid4()), priority, predicates, action, reason,
@@ -30,8 +32,10 @@ A scheduling pass (queued jobs in (priority, id) order, dependencies satisfied)
     ("paused by filter <uuid>", "rate-limit bucket <key> full", "rate-limited by filter
     <uuid>").  Running jobs: `chain.verdict(r)` PAUSE → pause at the next opcode boundary;
     REJECT never touches a running job.
-Verdicts are a pure function of (rules, job); `chain.verdict` memoises internally, and the
-scheduler may also cache them per (chain, job id) since a job's filter inputs never change.
+Verdicts are a pure function of (rules, job); `chain.verdict` memoises internally, and
+luxid.active_filters keeps them per job id until the rules change (a job's filter inputs
+never change), then re-judges only the jobs the change can concern (`delta`, `job_index`),
+or all of them at once (`bulk`).
 """
 
 from client.filterrules import (

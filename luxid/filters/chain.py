@@ -164,10 +164,14 @@ class FilterChain:
             if cr.error is not None:
                 self.errors[rule.uuid] = cr.error
             compiled.append(cr)
+        # Whether the rules are in their (priority, watermark, uuid) order, the same for
+        # any subset of them (luxid.active_filters re-judges jobs by a subset).
+        self.key_ordered = True
         try:
             compiled.sort(key=lambda c: order_key(c.rule))
         except TypeError:  # ill-typed stored fields: order what compares, as strings
             compiled.sort(key=lambda c: tuple(str(x) for x in order_key(c.rule)))
+            self.key_ordered = False
         self.compiled: tuple[CompiledRule, ...] = tuple(compiled)
         self.rules: tuple[FilterRule, ...] = tuple(c.rule for c in compiled)
         self._by_uuid: dict[str, CompiledRule] = {c.rule.uuid: c for c in compiled}

@@ -36,6 +36,9 @@ ALL_STATUSES: Final[tuple[JobStatus, ...]] = JOB_STATUSES
 FINALIZED: Final[frozenset[str]] = frozenset(FINALIZED_STATUSES)
 # Ops in these states have a job process working on them right now.
 ACTIVE_OP: Final[frozenset[str]] = frozenset(ACTIVE_STATUSES)
+# job_status: an opcode in one of these decides the job's status; one in these is current.
+_DECIDING: Final[frozenset[str]] = frozenset((ERROR, CANCELING, CANCELED))
+_CURRENT: Final[frozenset[str]] = frozenset((WAITING, RUNNING))
 
 
 # Results written by luxid itself into opcodes it finalizes.
@@ -135,19 +138,24 @@ def job_status(job: Job) -> JobStatus:
     current value; success/queued are skipped. All success (or no ops) → success.
     Otherwise the current value — except that a started job with no active opcode
     (between two opcodes) is `running`, unless a PAUSE rule sent it back to `queued`.
+    Every scheduling pass asks it of every queued job, so `queued` opcodes are the
+    first case tested.
     """
     current: JobStatus = QUEUED
     all_success = True
     moved = False  # an opcode left `queued` (job_started, without a second scan)
     for op in job.ops:
         status = op.status
-        if status in (ERROR, CANCELING, CANCELED):
+        if status == QUEUED:
+            all_success = False
+            continue
+        if status in _DECIDING:
             return status
+        moved = True
         if status != SUCCESS:
             all_success = False
-            if status in (WAITING, RUNNING):
+            if status in _CURRENT:
                 current = status
-        moved = moved or status != QUEUED
     if all_success:
         return SUCCESS
     started = moved or job.start_ts is not None or job.process_id is not None

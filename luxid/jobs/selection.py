@@ -52,6 +52,8 @@ class Selection(msgspec.Struct, frozen=True):
     - `pending`: for every other queued job, its pending reason; None for started ones.
     - `exceeded`: (budget, job id, event) for each start past a disruption budget (a job
       with `ignore_budgets`, or a drain's move at its deadline).
+    - `finalized`: the jobs among `queued` that were finalized already (left alone; the
+      caller may stop offering them).
     """
 
     start: list[int]
@@ -61,6 +63,7 @@ class Selection(msgspec.Struct, frozen=True):
     unpause: list[int]
     pending: dict[int, str | None]
     exceeded: list[tuple[str, int, str]] = []
+    finalized: list[int] = []
 
 
 def select_jobs(
@@ -88,11 +91,12 @@ def select_jobs(
     """
     pass_ = _Pass(running, max_running_jobs, verdict_of, buckets_of, budgets)
     candidates: list[tuple[int, int, Job, Verdict | None]] = []
+    classify, append = pass_.classify, candidates.append
     for job in queued:
-        eligible, verdict = pass_.classify(job, status_of)
+        eligible, verdict = classify(job, status_of)
         if eligible:
-            candidates.append((job_priority(job), job.id, job, verdict))
-    candidates.sort(key=lambda c: (c[0], c[1]))
+            append((job_priority(job), job.id, job, verdict))
+    candidates.sort()  # by (priority, id): unique, so the job is never compared
     for _prio, _jid, job, verdict in candidates:
         pass_.admit(job, verdict)
     return pass_.selection()
@@ -188,7 +192,9 @@ class _Pass:
         self.cancel: list[tuple[int, str]] = []
         self.fail: list[tuple[int, str]] = []
         self.pending: dict[int, str | None] = {}
+        self.finalized: list[int] = []
         self.holds: dict[int, Hold] = {}  # what `pending`'s reasons say, for why_job
+        self._paused: dict[str, Hold] = {}  # one Hold per PAUSE rule (most jobs share a few)
 
     def hold(self, job_id: int, held: Hold) -> None:
         """Record why a queued job does not start in this pass."""
@@ -199,6 +205,7 @@ class _Pass:
         """Whether a queued job may compete for a slot (else its fate is recorded), and
         its verdict."""
         if job_status(job) in FINALIZED:
+            self.finalized.append(job.id)
             return False, None
         verdict = self.verdict_of(job)
         if verdict is not None and verdict.action == "REJECT":
@@ -217,7 +224,10 @@ class _Pass:
                 return False, verdict
         if verdict is not None and verdict.action == "PAUSE":
             uuid = verdict.rule_uuid
-            self.hold(job.id, Hold("paused", paused_reason(uuid), key=uuid))
+            held = self._paused.get(uuid)
+            if held is None:
+                held = self._paused[uuid] = Hold("paused", paused_reason(uuid), key=uuid)
+            self.hold(job.id, held)
             return False, verdict
         return True, verdict
 
@@ -244,4 +254,5 @@ class _Pass:
         return Selection(
             start=self.start, cancel=self.cancel, fail=self.fail, pause=self.pause,
             unpause=self.unpause, pending=self.pending, exceeded=self.exceeded,
+            finalized=self.finalized,
         )  # fmt: skip

@@ -108,6 +108,37 @@ def test_error_or_cancel_op_before_decides(statuses: list[str], first: str) -> N
     assert job_status(mk([first, *statuses])) == first
 
 
+def ref_status(job: Job) -> str:
+    """job_status's docstring, transcribed: the first error/canceling/canceled decides;
+    all success (or none) is success; else the last waiting/running, or running for a
+    started job between opcodes unless paused."""
+    for op in job.ops:
+        if op.status in (E, CI, CD):
+            return op.status
+    if all(op.status == S for op in job.ops):
+        return S
+    active = [op.status for op in job.ops if op.status in (W, R)]
+    if active:
+        return active[-1]
+    started = job.start_ts is not None or job.process_id is not None
+    if not job.paused and (started or any(op.status != Q for op in job.ops)):
+        return R
+    return Q
+
+
+@given(
+    st.lists(st.sampled_from(ALL_STATUSES), max_size=6),
+    st.booleans(),
+    st.sampled_from([None, 1.0]),
+    st.sampled_from([None, 42]),
+)
+def test_status_agrees_with_its_definition(
+    statuses: list[str], paused: bool, start_ts: float | None, process_id: int | None
+) -> None:
+    job = mk(statuses, paused=paused, start_ts=start_ts, process_id=process_id)
+    assert job_status(job) == ref_status(job)
+
+
 @given(status_lists, st.booleans())
 def test_status_is_always_a_known_status(statuses: list[str], paused: bool) -> None:
     assert job_status(mk(statuses, paused=paused)) in ALL_STATUSES

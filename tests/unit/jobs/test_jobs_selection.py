@@ -128,7 +128,9 @@ def test_finalized_jobs_in_the_queue_are_ignored() -> None:
     from luxid.jobs import finish_opcode
 
     done = finish_opcode(running(1), 0, 3.0, True)
-    assert run([done, job(2)]).start == [2]
+    sel = run([done, job(2)])
+    assert sel.start == [2]
+    assert sel.finalized == [1] and 1 not in sel.pending  # reported, so the scheduler drops it
 
 
 # ---------------------------------------------------------- vectors 14-21 (filters)
