@@ -276,14 +276,23 @@ class EventRing:
         if not topics:  # asks only for `last`
             return RawBatch(events=[], last=max(after, horizon), gap=gap)
         out: list[msgspec.Raw] = []
-        last = after
+        last = after  # how far the rows were read
+        returned = after  # the last event in `out`: `last` when there is one
         for row in rows:
             head = _head.decode(row)
             last = head.index
             if head.topic in topics:
                 out.append(msgspec.Raw(row))
+                returned = head.index
                 if len(out) >= limit:
-                    return RawBatch(events=out, last=last, gap=gap)
+                    return RawBatch(events=out, last=returned, gap=gap)
+        if len(rows) < scan or last >= upto:  # the store's part is read: on in memory
+            last = max(last, upto)
+            if last < horizon:
+                rest = self.read(last, topics, limit - len(out), horizon)
+                if rest.events or not out:
+                    return RawBatch(events=out + rest.events, last=rest.last, gap=gap)
+        return RawBatch(events=out, last=returned if out else last, gap=gap)
         if len(rows) < scan or last >= upto:  # the store's part is read: on in memory
             last = max(last, upto)
             if last < horizon:
