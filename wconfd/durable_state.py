@@ -16,7 +16,7 @@ needs no manual step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 import msgspec
@@ -148,6 +148,29 @@ class DurableState:
                 self.locks.pop(record.client_id, None)
         else:
             self.reservations.apply(record)
+
+    def replay(self, records: Iterable[Record]) -> None:
+        """Apply the journal's records at load, as `apply` of each in turn would, in one
+        pass: the events of all of them numbered and kept in one step (the retention rule
+        judged once, at the end), and the config's indexes left to be built once, when
+        first read (docs/contracts.md#performance-targets: 100,000 records at a restart).
+        Only before a term's revision is set (events numbered one after another)."""
+        assert self.revision is None, "replay numbers events one after another"
+        config = self.config
+        drafts: list[Event] = []
+        for record in records:
+            if isinstance(record, AuditNote):
+                if record.change is None:
+                    continue
+                record = record.change
+            if isinstance(record, EventNote):
+                drafts.extend(record.events)
+            elif isinstance(record, ConfigChange):
+                drafts.append(config_event(config, record))
+                config.apply(record)
+            else:  # locks and reservations: no events
+                self.apply(record)
+        self._number(drafts)
 
     def _number(self, drafts: list[Event]) -> None:
         """Keep events, numbered one above the last (on etcd: from the revision)."""

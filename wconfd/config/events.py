@@ -36,13 +36,13 @@ def config_event(state: ConfigState, record: ConfigChange) -> Event:
     old: ConfigObject | None
     if isinstance(record, RemoveObject):
         kind, uuid = record.kind, record.uuid
-        old = state.find(kind, uuid)
+        old = state.by_uuid(kind, uuid)
         obj: Any = old
         action = "remove"
     else:
         kind, obj = RECORD_KIND[type(record)], record.obj
         uuid = obj.uuid
-        old = state.cluster if kind == "cluster" else state.find(kind, uuid)
+        old = state.cluster if kind == "cluster" else state.by_uuid(kind, uuid)
         action = "add" if old is None else "update"
     data = {
         "kind": kind,
