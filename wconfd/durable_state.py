@@ -111,9 +111,10 @@ class DurableState:
         `checked`: the snapshot is byte for byte one this daemon's code wrote from its
         state, every object of which passed those checks when its change was planned
         (docs/contracts.md#performance-targets: at 100,000 instances the second check
-        is most of a restart)."""
+        is most of a restart).  A checked snapshot was decoded from its compact JSON, so
+        its events are kept as they are, not reformatted one by one."""
         ring = EventRing(retention, pruned=snap.events_pruned)
-        ring.extend_json(snap.events)
+        ring.extend_json(snap.events, compact=checked)
         ring.set_last(snap.events_last)
         return cls(
             ConfigState(snap.config, validate=not checked),
@@ -157,20 +158,23 @@ class DurableState:
         Only before a term's revision is set (events numbered one after another)."""
         assert self.revision is None, "replay numbers events one after another"
         config = self.config
-        drafts: list[Event] = []
+        events: list[Event] = []
+        index = self.events.last
         for record in records:
             if isinstance(record, AuditNote):
                 if record.change is None:
                     continue
                 record = record.change
             if isinstance(record, EventNote):
-                drafts.extend(record.events)
+                events += numbered(record.events, index + 1)
+                index += len(record.events)
             elif isinstance(record, ConfigChange):
-                drafts.append(config_event(config, record))
+                index += 1
+                events.append(config_event(config, record, index))
                 config.apply(record)
             else:  # locks and reservations: no events
                 self.apply(record)
-        self._number(drafts)
+        self.events.extend(events)
 
     def _number(self, drafts: list[Event]) -> None:
         """Keep events, numbered one above the last (on etcd: from the revision)."""

@@ -127,12 +127,12 @@ class WConfd:
             # note in seq order as it became durable, and loses only a suffix in a crash:
             # it holds (or pruned) every entry up to its last seq.
             known, replayed = db.last_seq(), list[AuditEntry]()
-            loaded = _load(
-                store,
-                state_dir,
-                self.retention,
-                lambda n: replayed.extend(e for e in n.entries if e.seq > known),
-            )
+
+            def lacking(note: AuditNote) -> None:  # a note's entries are in seq order
+                if note.entries and note.entries[-1].seq > known:
+                    replayed.extend(e for e in note.entries if e.seq > known)
+
+            loaded = _load(store, state_dir, self.retention, lacking)
             db.insert(replayed)
             persistence = Persistence(store, loaded)
             persistence.audit = self._audit_book(LocalReader(db), db.last_seq(), db)

@@ -14,6 +14,7 @@ restart (docs/contracts.md#performance-targets).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from .objects import MAP_KINDS, NAMED_KINDS, ConfigObject, Instance, Kind, MapObject, Node
@@ -78,6 +79,9 @@ class ObjectIndex:
         self._stale = False
         index = self._index
         for kind, objects in self.maps.items():
+            if kind == "instance":
+                self._index_instances(objects.values())
+                continue
             for obj in objects.values():
                 index(kind, obj)
 
@@ -111,17 +115,31 @@ class ObjectIndex:
 
     def _index(self, kind: Kind, obj: Any) -> None:
         """Add an object's entries to the name and reference indexes."""
+        if isinstance(obj, Instance):
+            self._index_instances((obj,))
+            return
         if kind in self._names:
             self._names[kind][obj.name] = obj.uuid
         if isinstance(obj, Node):
             self._group_nodes.setdefault(obj.group, set()).add(obj.uuid)
-        elif isinstance(obj, Instance):
-            for node in (obj.primary_node, *obj.secondary_nodes):
-                self._node_refs.setdefault(node, set()).add(obj.uuid)
-            for nic in obj.nics:
-                self._macs[nic.mac] = obj.uuid
+
+    def _index_instances(self, instances: Iterable[Instance]) -> None:
+        """`_index` of instances, in one loop (a restart indexes 100,000 at once)."""
+        names, macs = self._names["instance"], self._macs
+        node_refs, net_refs = self._node_refs, self._net_refs
+        for inst in instances:
+            uuid = inst.uuid
+            names[inst.name] = uuid
+            for node in (inst.primary_node, *inst.secondary_nodes):
+                refs = node_refs.get(node)
+                if refs is None:
+                    node_refs[node] = {uuid}
+                else:
+                    refs.add(uuid)
+            for nic in inst.nics:
+                macs[nic.mac] = uuid
                 if nic.network is not None:
-                    self._net_refs.setdefault(nic.network, set()).add(obj.uuid)
+                    net_refs.setdefault(nic.network, set()).add(uuid)
 
     def _unindex(self, kind: Kind, obj: Any) -> None:
         """Remove an object's entries from the name and reference indexes."""

@@ -63,7 +63,8 @@ def encode_snapshot(name: str, seq: int, state_json: bytes, indent: int = 1) -> 
 
 class Decoded(NamedTuple, Generic[T]):
     """A snapshot file's contents: the seq its state includes, the state, and whether its
-    checksum matched (`checked`: the state is byte for byte as it was written; False
+    checksum matched (`checked`: the state is byte for byte as it was written, and was
+    decoded from its compact JSON, so any msgspec.Raw in it is compact JSON too; False
     when the file has no crc32, as after an edit by hand)."""
 
     seq: int
@@ -84,16 +85,17 @@ def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> D
         raise SnapshotCorruptError(path, f"snapshot of {env.name!r}, expected {name!r}")
     if env.seq < 0:
         raise SnapshotCorruptError(path, f"negative seq {env.seq}")
+    state_json: bytes | msgspec.Raw = env.state
     if env.crc32 is not None:
-        compact = msgspec.json.format(env.state, indent=-1)
-        if zlib.crc32(compact) != env.crc32:
+        state_json = msgspec.json.format(env.state, indent=-1)
+        if zlib.crc32(state_json) != env.crc32:
             raise SnapshotCorruptError(
                 path,
                 "state checksum mismatch (damaged file; if it was edited by hand on purpose, "
                 "delete the crc32 field)",
             )
     try:
-        state = msgspec.json.decode(env.state, type=state_type)
+        state = msgspec.json.decode(state_json, type=state_type)
     except msgspec.DecodeError as exc:
         raise SnapshotCorruptError(path, f"invalid state: {exc}") from None
     return Decoded(env.seq, state, env.crc32 is not None)
