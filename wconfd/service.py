@@ -62,7 +62,6 @@ from wconfd.locking import RELEASE, LockManager, RestoreError
 from wconfd.persistence import Persistence, load_durable_state, open_local_store
 from wconfd.reservation_service import ReservationService
 from wconfd.storage.errors import StorageCorruptError
-from wconfd.storage.etcd_store import EtcdStore
 from wconfd.storage.seam import DurableStore
 
 log = logging.getLogger(__name__)
@@ -215,6 +214,9 @@ class WConfd:
         if revision is not None:
             state.start_term(revision[0])
             state.revision = revision[1]
+        # Imported here: a daemon on local files never loads the etcd client (start-up time).
+        from wconfd.storage.etcd_store import EtcdStore
+
         persistence = Persistence(store, state)
         records = [*self._restore_plan(persistence.state, foreign), self._master_note()]
         if isinstance(store, EtcdStore):

@@ -19,7 +19,6 @@ from typing import Any, Generic, TypeVar
 
 from .objects import MAP_KINDS, NAMED_KINDS, ConfigObject, Instance, Kind, MapObject, Node
 
-
 T = TypeVar("T")
 
 
