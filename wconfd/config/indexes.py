@@ -7,15 +7,17 @@ instance), so finding an object or its users never walks the config.  Pure data;
 ConfigState (state.py) decides what to store.
 
 Objects stored in bulk (`ObjectIndex.of`: a snapshot, then the journal replayed over it)
-leave the name and reference indexes to be built in one pass when first read: keeping
-them up to date object by object through 100,000 adds and updates cost a third of a
-restart (docs/contracts.md#performance-targets).
+leave the indexes to be built in one pass each when first read: keeping them up to date
+object by object through 100,000 adds and updates cost a third of a restart
+(docs/contracts.md#performance-targets).  The names and the references are two passes, so
+a read by name (most calls) does not wait for the reference indexes, which only writes
+and a few reads need.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from .objects import MAP_KINDS, NAMED_KINDS, ConfigObject, Instance, Kind, MapObject, Node
 
@@ -23,14 +25,18 @@ T = TypeVar("T")
 
 
 class _Built(Generic[T]):
-    """An index of ObjectIndex read through its slot `_NAME`, built first if stale."""
+    """An index of ObjectIndex read through its slot `_NAME`, its group (`names` or
+    `refs`) built first if that group is stale."""
+
+    def __init__(self, group: Literal["names", "refs"]) -> None:
+        self.group = group
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = "_" + name
 
     def __get__(self, idx: ObjectIndex, owner: type | None = None) -> T:
-        if idx._stale:
-            idx._build()
+        if self.group in idx._stale:
+            idx._build(self.group)
         value: T = getattr(idx, self.slot)
         return value
 
@@ -43,6 +49,14 @@ class ObjectIndex:
         "maps",
     )  # fmt: skip
 
+    # The indexes (each kept in the slot of its name with a leading underscore), built
+    # when first read after a bulk store.
+    names: _Built[dict[Kind, dict[str, str]]] = _Built("names")  # kind -> name -> uuid
+    node_refs: _Built[dict[str, set[str]]] = _Built("refs")  # node -> instances on it
+    group_nodes: _Built[dict[str, set[str]]] = _Built("refs")  # node group -> its nodes
+    net_refs: _Built[dict[str, set[str]]] = _Built("refs")  # network -> instances on it
+    macs: _Built[dict[str, str]] = _Built("refs")  # NIC MAC -> its instance
+
     def __init__(self) -> None:
         self.maps: dict[Kind, dict[str, Any]] = {kind: {} for kind in MAP_KINDS}
         self._names: dict[Kind, dict[str, str]] = {
@@ -53,7 +67,7 @@ class ObjectIndex:
         self._net_refs: dict[str, set[str]] = {}
         self._macs: dict[str, str] = {}
         self.list_cache: dict[Kind, tuple[ConfigObject, ...]] = {}
-        self._stale = False  # the indexes are not built yet (stored in bulk)
+        self._stale: set[str] = set()  # the groups not built yet (stored in bulk)
 
     @classmethod
     def of(cls, maps: dict[Kind, dict[str, Any]]) -> ObjectIndex:
@@ -62,27 +76,19 @@ class ObjectIndex:
         idx = cls()
         for kind, objects in maps.items():
             idx.maps[kind] = dict(objects)
-        idx._stale = True
+        idx._stale = {"names", "refs"}
         return idx
 
-    # The indexes (each kept in the slot of its name with a leading underscore), built
-    # when first read after a bulk store.
-    names: _Built[dict[Kind, dict[str, str]]] = _Built()  # kind -> name -> uuid
-    node_refs: _Built[dict[str, set[str]]] = _Built()  # node -> instances on it
-    group_nodes: _Built[dict[str, set[str]]] = _Built()  # node group -> its nodes
-    net_refs: _Built[dict[str, set[str]]] = _Built()  # network -> instances with a NIC on it
-    macs: _Built[dict[str, str]] = _Built()  # NIC MAC -> its instance
-
-    def _build(self) -> None:
-        """Index every stored object (the indexes are empty while stale)."""
-        self._stale = False
-        index = self._index
-        for kind, objects in self.maps.items():
-            if kind == "instance":
-                self._index_instances(objects.values())
-                continue
-            for obj in objects.values():
-                index(kind, obj)
+    def _build(self, group: str) -> None:
+        """Index every stored object in `group`'s indexes (empty while it is stale)."""
+        self._stale.discard(group)
+        if group == "names":
+            for kind, names in self._names.items():
+                names.update((obj.name, obj.uuid) for obj in self.maps[kind].values())
+            return
+        for node in self.maps["node"].values():
+            self._index_refs(node)
+        self._ref_instances(self.maps["instance"].values())
 
     def lookup(self, kind: Kind, key: str) -> Any:
         """Object of a map kind by uuid, then by name; None if neither."""
@@ -97,7 +103,7 @@ class ObjectIndex:
     def put(self, kind: Kind, obj: MapObject) -> None:
         """Store an object and update every index (replacing the old version)."""
         objects = self.maps[kind]
-        if not self._stale:
+        if len(self._stale) < 2:  # some index is kept up to date
             old = objects.get(obj.uuid)
             if old is not None:
                 self._unindex(kind, old)
@@ -108,27 +114,29 @@ class ObjectIndex:
     def remove(self, kind: Kind, uuid: str) -> None:
         """Drop an object and its index entries."""
         old = self.maps[kind].pop(uuid)
-        if not self._stale:
-            self._unindex(kind, old)
+        self._unindex(kind, old)
         self.list_cache.pop(kind, None)
 
     def _index(self, kind: Kind, obj: Any) -> None:
-        """Add an object's entries to the name and reference indexes."""
-        if isinstance(obj, Instance):
-            self._index_instances((obj,))
-            return
-        if kind in self._names:
+        """Add an object's entries to the built name and reference indexes."""
+        if kind in self._names and "names" not in self._stale:
             self._names[kind][obj.name] = obj.uuid
+        if "refs" not in self._stale:
+            self._index_refs(obj)
+
+    def _index_refs(self, obj: Any) -> None:
+        """Add an object's entries to the reference indexes."""
         if isinstance(obj, Node):
             self._group_nodes.setdefault(obj.group, set()).add(obj.uuid)
+        elif isinstance(obj, Instance):
+            self._ref_instances((obj,))
 
-    def _index_instances(self, instances: Iterable[Instance]) -> None:
-        """`_index` of instances, in one loop (a restart indexes 100,000 at once)."""
-        names, macs = self._names["instance"], self._macs
-        node_refs, net_refs = self._node_refs, self._net_refs
+    def _ref_instances(self, instances: Iterable[Instance]) -> None:
+        """Add instances' entries to the reference indexes, in one loop (a restart indexes
+        100,000 at once)."""
+        macs, node_refs, net_refs = self._macs, self._node_refs, self._net_refs
         for inst in instances:
             uuid = inst.uuid
-            names[inst.name] = uuid
             for node in (inst.primary_node, *inst.secondary_nodes):
                 refs = node_refs.get(node)
                 if refs is None:
@@ -141,9 +149,11 @@ class ObjectIndex:
                     net_refs.setdefault(nic.network, set()).add(uuid)
 
     def _unindex(self, kind: Kind, obj: Any) -> None:
-        """Remove an object's entries from the name and reference indexes."""
-        if kind in self._names:
+        """Remove an object's entries from the built name and reference indexes."""
+        if kind in self._names and "names" not in self._stale:
             self._names[kind].pop(obj.name, None)
+        if "refs" in self._stale:
+            return
         if isinstance(obj, Node):
             _discard(self._group_nodes, obj.group, obj.uuid)
         elif isinstance(obj, Instance):

@@ -161,3 +161,38 @@ def test_async_live_path_with_failure_and_replay(tmp_path: Path) -> None:
     store.close()
     assert state.get_config_json() == live
     assert state.find("node", "doomed") is None and state.find("node", "after") is not None
+
+
+INDEXES = ("names", "node_refs", "group_nodes", "net_refs", "macs")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS, st.integers(0, 30), st.sampled_from(["names", "macs", None]))
+def test_indexes_built_after_a_replay_equal_live_ones(
+    ops: list[tuple[str, Any, Any]], read_at: int, read: str | None
+) -> None:
+    """A state loaded in bulk (a trusted snapshot, records applied with its indexes not
+    built yet) has, once they are read, the indexes a live state kept up to date; also
+    when one group of them was read part way through the replay."""
+    live = ConfigState(ConfigState.fresh(1.0, lambda: "g0").get_config(), validate=True)
+    start = live.get_config()
+    ids = itertools.count()
+    records = []
+    for step, op in enumerate(ops):
+        if op[0] in ("snapshot", "reopen"):
+            continue
+        try:
+            plan = plan_for(live, op, 10.0 + step, lambda: f"u{next(ids)}")
+        except RpcError:
+            continue
+        if plan.record is not None:
+            live.apply(plan.record)
+            records.append(plan.record)
+    bulk = ConfigState(start, validate=False)
+    for step, record in enumerate(records):
+        if step == read_at and read is not None:
+            getattr(bulk._idx, read)  # this group is kept up to date from here on
+        bulk.apply(record)
+    assert bulk.get_config_json() == live.get_config_json()
+    for index in INDEXES:
+        assert getattr(bulk._idx, index) == getattr(live._idx, index), index
