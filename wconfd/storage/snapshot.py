@@ -39,7 +39,7 @@ class Envelope(msgspec.Struct, forbid_unknown_fields=True):
     crc32: int | None = None
 
 
-class _Header(msgspec.Struct):
+class _Header(msgspec.Struct, forbid_unknown_fields=True):
     """The header fields in file order (the state is appended as raw JSON)."""
 
     format: str
@@ -80,20 +80,26 @@ class Decoded(NamedTuple, Generic[T]):
 def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> Decoded[T]:
     """Decode a snapshot file's contents; SnapshotCorruptError saying what is wrong
     otherwise."""
-    try:
-        env = msgspec.json.decode(data, type=Envelope)
-    except msgspec.DecodeError as exc:
-        raise SnapshotCorruptError(path, f"not a valid snapshot file: {exc}") from None
+    compact = _compact_parts(data)
+    if compact is not None:  # as written: the state's bytes are the checksummed ones
+        env = Envelope(compact[0].format, compact[0].name, compact[0].seq, _NO_STATE)
+        state_json: bytes | memoryview | msgspec.Raw = compact[1]
+        crc: int | None = compact[0].crc32
+    else:
+        try:
+            env = msgspec.json.decode(data, type=Envelope)
+        except msgspec.DecodeError as exc:
+            raise SnapshotCorruptError(path, f"not a valid snapshot file: {exc}") from None
+        state_json, crc = env.state, env.crc32
     if env.format != FORMAT:
         raise SnapshotCorruptError(path, f"format is {env.format!r}, not {FORMAT!r}")
     if env.name != name:
         raise SnapshotCorruptError(path, f"snapshot of {env.name!r}, expected {name!r}")
     if env.seq < 0:
         raise SnapshotCorruptError(path, f"negative seq {env.seq}")
-    state_json: bytes | msgspec.Raw = env.state
-    if env.crc32 is not None and zlib.crc32(state_json) != env.crc32:  # not compact, or bad
+    if crc is not None and compact is None and zlib.crc32(state_json) != crc:  # indented?
         state_json = msgspec.json.format(env.state, indent=-1)
-        if zlib.crc32(state_json) != env.crc32:
+        if zlib.crc32(state_json) != crc:
             raise SnapshotCorruptError(
                 path,
                 "state checksum mismatch (damaged file; if it was edited by hand on purpose, "
@@ -103,7 +109,30 @@ def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> D
         state = msgspec.json.decode(state_json, type=state_type)
     except msgspec.DecodeError as exc:
         raise SnapshotCorruptError(path, f"invalid state: {exc}") from None
-    return Decoded(env.seq, state, env.crc32 is not None)
+    return Decoded(env.seq, state, crc is not None)
+
+
+_STATE_KEY: Final = b',"state":'
+_NO_STATE: Final = msgspec.Raw(b"null")
+
+
+def _compact_parts(data: bytes) -> tuple[_Header, memoryview] | None:
+    """The header and the state of a file laid out as `encode_snapshot` writes it compact,
+    found without parsing the state, if the state's CRC matches the header's (so the
+    state is exactly what was checksummed, and the whole file valid JSON); else None, and
+    the file is parsed whole (indented, edited by hand, or damaged)."""
+    cut = data.find(_STATE_KEY, 0, 1024)
+    end = len(data)
+    while end and data[end - 1] in b" \t\r\n":
+        end -= 1
+    if cut < 0 or not end or data[end - 1] != ord("}"):
+        return None
+    try:
+        header = msgspec.json.decode(data[:cut] + b"}", type=_Header)
+    except msgspec.DecodeError:
+        return None
+    state = memoryview(data)[cut + len(_STATE_KEY) : end - 1]
+    return (header, state) if zlib.crc32(state) == header.crc32 else None
 
 
 def write_atomic(path: str, chunks: list[bytes], ops: FileOps) -> None:
