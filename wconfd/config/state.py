@@ -213,7 +213,7 @@ class ConfigState:
 
     def by_uuid(self, kind: Kind, uuid: str) -> MapObject | None:
         """The object of a map kind with uuid `uuid`, or None (never by name: no index is
-        read, so a journal replay leaves them all to be built once at its end)."""
+        read, so a journal replay leaves them to be built when first read)."""
         return self._idx.maps[kind].get(uuid)
 
     def list_objects(self, kind: str) -> tuple[ConfigObject, ...]:
