@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,20 @@ def plan_for(state: ConfigState, op: tuple[str, Any, Any], now: float, uuid: Any
     raise AssertionError(name)
 
 
+def record_of(
+    state: ConfigState, op: tuple[str, Any, Any], step: int, ids: Iterator[int]
+) -> ConfigChange | None:
+    """The record of operation number `step` planned on `state`; None when the plan fails
+    (the error a daemon would answer) or changes nothing."""
+    try:
+        record: ConfigChange | None = plan_for(
+            state, op, 10.0 + step, lambda: f"u{next(ids)}"
+        ).record
+    except RpcError:
+        return None
+    return record
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_replay_equals_live_state(ops: list[tuple[str, Any, Any]]) -> None:
@@ -107,13 +122,10 @@ def test_replay_equals_live_state(ops: list[tuple[str, Any, Any]]) -> None:
                 store, state = open_config(path, journal_limit=2048)
                 assert state.get_config_json() == live
                 continue
-            try:
-                plan = plan_for(state, op, 10.0 + step, lambda: f"u{next(ids)}")
-            except RpcError:
-                continue
-            if plan.record is not None:
-                store.append_sync(plan.record)
-                state.apply(plan.record)
+            record = record_of(state, op, step, ids)
+            if record is not None:
+                store.append_sync(record)
+                state.apply(record)
             if store.snapshot_due:
                 store.snapshot_sync(state.get_config_json())
         store.close()
@@ -181,13 +193,10 @@ def test_indexes_built_after_a_replay_equal_live_ones(
     for step, op in enumerate(ops):
         if op[0] in ("snapshot", "reopen"):
             continue
-        try:
-            plan = plan_for(live, op, 10.0 + step, lambda: f"u{next(ids)}")
-        except RpcError:
-            continue
-        if plan.record is not None:
-            live.apply(plan.record)
-            records.append(plan.record)
+        record = record_of(live, op, step, ids)
+        if record is not None:
+            live.apply(record)
+            records.append(record)
     bulk = ConfigState(start, validate=False)
     for step, record in enumerate(records):
         if step == read_at and read is not None:
