@@ -80,40 +80,46 @@ class Decoded(NamedTuple, Generic[T]):
 def decode_snapshot(path: str, name: str, data: bytes, state_type: type[T]) -> Decoded[T]:
     """Decode a snapshot file's contents; SnapshotCorruptError saying what is wrong
     otherwise."""
+    head: _Header | Envelope
+    state_json: bytes | memoryview | msgspec.Raw
     compact = _compact_parts(data)
     if compact is not None:  # as written: the state's bytes are the checksummed ones
-        env = Envelope(compact[0].format, compact[0].name, compact[0].seq, _NO_STATE)
-        state_json: bytes | memoryview | msgspec.Raw = compact[1]
-        crc: int | None = compact[0].crc32
+        head, state_json = compact
     else:
         try:
-            env = msgspec.json.decode(data, type=Envelope)
+            head = msgspec.json.decode(data, type=Envelope)
         except msgspec.DecodeError as exc:
             raise SnapshotCorruptError(path, f"not a valid snapshot file: {exc}") from None
-        state_json, crc = env.state, env.crc32
-    if env.format != FORMAT:
-        raise SnapshotCorruptError(path, f"format is {env.format!r}, not {FORMAT!r}")
-    if env.name != name:
-        raise SnapshotCorruptError(path, f"snapshot of {env.name!r}, expected {name!r}")
-    if env.seq < 0:
-        raise SnapshotCorruptError(path, f"negative seq {env.seq}")
-    if crc is not None and compact is None and zlib.crc32(state_json) != crc:  # indented?
-        state_json = msgspec.json.format(env.state, indent=-1)
-        if zlib.crc32(state_json) != crc:
-            raise SnapshotCorruptError(
-                path,
-                "state checksum mismatch (damaged file; if it was edited by hand on purpose, "
-                "delete the crc32 field)",
-            )
+        state_json = _checked_state(path, head)
+    if head.format != FORMAT:
+        raise SnapshotCorruptError(path, f"format is {head.format!r}, not {FORMAT!r}")
+    if head.name != name:
+        raise SnapshotCorruptError(path, f"snapshot of {head.name!r}, expected {name!r}")
+    if head.seq < 0:
+        raise SnapshotCorruptError(path, f"negative seq {head.seq}")
     try:
         state = msgspec.json.decode(state_json, type=state_type)
     except msgspec.DecodeError as exc:
         raise SnapshotCorruptError(path, f"invalid state: {exc}") from None
-    return Decoded(env.seq, state, crc is not None)
+    return Decoded(head.seq, state, head.crc32 is not None)
+
+
+def _checked_state(path: str, env: Envelope) -> bytes | msgspec.Raw:
+    """The state of a file parsed whole: compacted and checked against its crc32 (an
+    indented file, or a damaged one), or as it is when it has none (edited by hand)."""
+    if env.crc32 is None or zlib.crc32(env.state) == env.crc32:
+        return env.state
+    compact = msgspec.json.format(env.state, indent=-1)
+    if zlib.crc32(compact) != env.crc32:
+        raise SnapshotCorruptError(
+            path,
+            "state checksum mismatch (damaged file; if it was edited by hand on purpose, "
+            "delete the crc32 field)",
+        )
+    return compact
 
 
 _STATE_KEY: Final = b',"state":'
-_NO_STATE: Final = msgspec.Raw(b"null")
 
 
 def _compact_parts(data: bytes) -> tuple[_Header, memoryview] | None:
