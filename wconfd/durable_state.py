@@ -16,8 +16,8 @@ needs no manual step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeAlias
+from collections.abc import Callable, Iterable
+from typing import Final, TypeAlias, cast, get_args
 
 import msgspec
 
@@ -69,6 +69,9 @@ Record: TypeAlias = (
 )
 
 
+_CONFIG_CHANGES: Final = frozenset(get_args(ConfigChange))
+
+
 class Snapshot(msgspec.Struct, frozen=True):
     """The whole durable state at one journal position."""
 
@@ -111,9 +114,10 @@ class DurableState:
         `checked`: the snapshot is byte for byte one this daemon's code wrote from its
         state, every object of which passed those checks when its change was planned
         (docs/contracts.md#performance-targets: at 100,000 instances the second check
-        is most of a restart)."""
+        is most of a restart).  A checked snapshot was decoded from its compact JSON, so
+        its events are kept as they are, not reformatted one by one."""
         ring = EventRing(retention, pruned=snap.events_pruned)
-        ring.extend_json(snap.events)
+        ring.extend_json(snap.events, compact=checked)
         ring.set_last(snap.events_last)
         return cls(
             ConfigState(snap.config, validate=not checked),
@@ -148,6 +152,33 @@ class DurableState:
                 self.locks.pop(record.client_id, None)
         else:
             self.reservations.apply(record)
+
+    def replay(self, records: Iterable[Record]) -> None:
+        """Apply the journal's records at load, as `apply` of each in turn would, in one
+        pass: the events of all of them numbered and kept in one step (the retention rule
+        judged once, at the end), and the config's indexes left to be built once, when
+        first read (docs/contracts.md#performance-targets: 100,000 records at a restart).
+        Only before a term's revision is set (events numbered one after another)."""
+        assert self.revision is None, "replay numbers events one after another"
+        config = self.config
+        events: list[Event] = []
+        index = self.events.last
+        for record in records:
+            if type(record) is AuditNote:
+                if record.change is None:
+                    continue
+                record = record.change
+            if type(record) in _CONFIG_CHANGES:  # by type: isinstance of a union is slower
+                change = cast(ConfigChange, record)
+                index += 1
+                events.append(config_event(config, change, index))
+                config.apply(change)
+            elif type(record) is EventNote:
+                events += numbered(record.events, index + 1)
+                index += len(record.events)
+            else:  # locks and reservations: no events
+                self.apply(record)
+        self.events.extend(events)
 
     def _number(self, drafts: list[Event]) -> None:
         """Keep events, numbered one above the last (on etcd: from the revision)."""

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from client._server.audit import AuditSettings
 from client._server.roles import SingleNode
 from client._server.runner import daemon_parser, parse_daemon_args, run_daemon, serve_until_stopped
 from client._server.server import RpcServer
 from client.paths import LUXID_SOCKET, WCONFD_SOCKET
-from wconfd.ha import HaShell
 from wconfd.service import WConfd
+
+if TYPE_CHECKING:
+    from wconfd.ha import HaShell
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_daemon_args(parser, argv)
 
     async def serve(socket_path: Path, state_dir: Path) -> None:
-        shell = None
+        shell: HaShell | None = None
         if args.store is None:
             service = WConfd(
                 state_dir,
@@ -31,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                 audit=AuditSettings.from_args(args),
             )
         else:
+            from wconfd.ha import HaShell  # the etcd client only where it is used (start-up time)
+
             shell = HaShell(
                 args.store, args.node, args.lease_ttl, args.sweep_interval,
                 luxid_socket=socket_path.with_name(LUXID_SOCKET),

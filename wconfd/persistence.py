@@ -364,10 +364,12 @@ def load_durable_state(
     gets the default config, fixed on disk at once), its events kept by `retention`; the
     journal's audit notes go to `on_audit`.  Storage errors propagate."""
 
-    def apply(state: DurableState, record: Record) -> None:
-        if isinstance(record, AuditNote) and on_audit is not None:
-            on_audit(record)
-        state.apply(record)
+    def replay(state: DurableState, records: list[Record]) -> None:
+        if on_audit is not None:
+            for record in records:
+                if isinstance(record, AuditNote):
+                    on_audit(record)
+        state.replay(records)
 
     with gc_paused():
         return recover(
@@ -375,6 +377,6 @@ def load_durable_state(
             initial=lambda: DurableState.fresh(time.time(), retention),
             from_snapshot=lambda snap: DurableState.from_snapshot(snap, retention),
             from_checked=lambda snap: DurableState.from_snapshot(snap, retention, checked=True),
-            apply=apply,
+            replay=replay,
             to_snapshot=DurableState.snapshot_json,
         )

@@ -62,7 +62,6 @@ from wconfd.locking import RELEASE, LockManager, RestoreError
 from wconfd.persistence import Persistence, load_durable_state, open_local_store
 from wconfd.reservation_service import ReservationService
 from wconfd.storage.errors import StorageCorruptError
-from wconfd.storage.etcd_store import EtcdStore
 from wconfd.storage.seam import DurableStore
 
 log = logging.getLogger(__name__)
@@ -127,12 +126,12 @@ class WConfd:
             # note in seq order as it became durable, and loses only a suffix in a crash:
             # it holds (or pruned) every entry up to its last seq.
             known, replayed = db.last_seq(), list[AuditEntry]()
-            loaded = _load(
-                store,
-                state_dir,
-                self.retention,
-                lambda n: replayed.extend(e for e in n.entries if e.seq > known),
-            )
+
+            def lacking(note: AuditNote) -> None:  # a note's entries are in seq order
+                if note.entries and note.entries[-1].seq > known:
+                    replayed.extend(e for e in note.entries if e.seq > known)
+
+            loaded = _load(store, state_dir, self.retention, lacking)
             db.insert(replayed)
             persistence = Persistence(store, loaded)
             persistence.audit = self._audit_book(LocalReader(db), db.last_seq(), db)
@@ -215,6 +214,9 @@ class WConfd:
         if revision is not None:
             state.start_term(revision[0])
             state.revision = revision[1]
+        # Imported here: a daemon on local files never loads the etcd client (start-up time).
+        from wconfd.storage.etcd_store import EtcdStore
+
         persistence = Persistence(store, state)
         records = [*self._restore_plan(persistence.state, foreign), self._master_note()]
         if isinstance(store, EtcdStore):

@@ -20,8 +20,8 @@ from typing import IO
 
 from client import __version__, paths
 from client._server import sdnotify
+from client._server.etcd.election import DEFAULT_TTL
 from client._server.etcd.errors import AccessRefused
-from client._server.etcd.leader import DEFAULT_TTL
 from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.roles import default_node_name
 from client._server.server import RpcServer, install_eager_tasks

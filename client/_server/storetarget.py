@@ -24,14 +24,16 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 
-from client._server.etcd.client import EtcdClient
 from client._server.etcd.errors import EtcdError
 from client._server.etcd.url import EtcdStoreUrl, parse_store_url, secure_store
 from client._server.etcd.wire import cmp_create, op_delete, op_put, op_range, prefix_end
 from client.errors import StorageError
 from client.etcd_security import security_from_env
+
+if TYPE_CHECKING:  # imported where a client is made: the daemons on local files never load it
+    from client._server.etcd.client import EtcdClient
 
 DAEMONS: Final = ("wconfd", "luxid")
 COPY_NODE: Final = "lw store copy"
@@ -156,6 +158,8 @@ async def _etcd_state(url: EtcdStoreUrl) -> tuple[str | None, bool]:
 @contextlib.asynccontextmanager
 async def etcd_client(url: EtcdStoreUrl) -> AsyncIterator[EtcdClient]:
     """A client of the store's cluster; Refused (saying so) when etcd cannot be reached."""
+    from client._server.etcd.client import EtcdClient
+
     client = EtcdClient(url.endpoints, security=url.security)
     try:
         yield client

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from client.api.common import Event
-from client.events import new_event
 
 from .enforcement import locks_for_write
 from .objects import ConfigObject, Kind
@@ -25,24 +24,27 @@ DAEMON = "wconfd"
 
 def object_key(kind: Kind, obj: Any) -> str:
     """The event key of an object: its lock name, else `<kind>/<target or uuid>`."""
+    if kind == "instance" and obj.name:  # most changes: their lock name, made directly
+        return "instance/" + obj.name
     locks = locks_for_write(kind, None, obj)
     if locks:
         return locks[-1]
     return f"{kind}/{getattr(obj, 'target', None) or obj.uuid}"
 
 
-def config_event(state: ConfigState, record: ConfigChange) -> Event:
-    """The event of `record`, given the state before it is applied."""
+def config_event(state: ConfigState, record: ConfigChange, index: int = 0) -> Event:
+    """The event of `record`, given the state before it is applied; numbered `index`
+    (0: not numbered yet, docs/contracts.md#events)."""
     old: ConfigObject | None
     if isinstance(record, RemoveObject):
         kind, uuid = record.kind, record.uuid
-        old = state.find(kind, uuid)
+        old = state.by_uuid(kind, uuid)
         obj: Any = old
         action = "remove"
     else:
         kind, obj = RECORD_KIND[type(record)], record.obj
         uuid = obj.uuid
-        old = state.cluster if kind == "cluster" else state.find(kind, uuid)
+        old = state.cluster if kind == "cluster" else state.by_uuid(kind, uuid)
         action = "add" if old is None else "update"
     data = {
         "kind": kind,
@@ -51,4 +53,4 @@ def config_event(state: ConfigState, record: ConfigChange) -> Event:
         "config_serial": record.serial_no,
     }
     key = object_key(kind, obj) if obj is not None else f"{kind}/{uuid}"
-    return new_event(DAEMON, "config", action, key, data, record.mtime)
+    return Event(index, record.mtime, DAEMON, "config", action, key, data)

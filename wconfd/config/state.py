@@ -126,37 +126,39 @@ class ConfigState:
 
         With `validate` every object is checked as if added (fields, uniqueness,
         references), so a hand-edited or damaged snapshot fails with ConfigValidationError.
+        Without, the objects are trusted (a snapshot this code wrote from a checked state):
+        stored as they are, and indexed when the indexes are first read.
         """
         self.version = document.version
         self.serial_no = document.serial_no
         self.ctime = document.ctime
         self.mtime = document.mtime
         self.cluster = document.cluster
-        self._idx = ObjectIndex()
         self._json_cache: bytes | None = None
         if document.version != DOCUMENT_VERSION:
             raise ConfigValidationError(
                 f"config: field version: {document.version} is not {DOCUMENT_VERSION}"
             )
-        if validate:
-            cluster = check_cluster(document.cluster)
-            check_uuid("cluster", cluster, cluster.uuid)
-            self.cluster = cluster
         # Dependency order, so references resolve against what is already indexed.
         order: tuple[Kind, ...] = (
             "nodegroup", "node", "network", "instance", "filter", "drain", "budget"
         )  # fmt: skip
+        if not validate:  # trusted: stored as is, indexed when first needed
+            self._idx = ObjectIndex.of({k: getattr(document, DOC_FIELD[k]) for k in order})
+            return
+        self._idx = ObjectIndex()
+        cluster = check_cluster(document.cluster)
+        check_uuid("cluster", cluster, cluster.uuid)
+        self.cluster = cluster
         for kind in order:
             for key, obj in getattr(document, DOC_FIELD[kind]).items():
-                if validate:
-                    if key != obj.uuid:
-                        raise fail(kind, obj, "uuid", f"stored under the different key {key!r}")
-                    check_key(kind, obj)
-                    if obj.uuid in self._idx.names.get(kind, {}):
-                        raise fail(kind, obj, "uuid", "equals the name of another object")
-                    obj = prepare(self._idx, kind, check_fields(obj), None, new_uuid4)
-                self._idx.put(kind, obj)
-        if validate and not self._idx.maps["nodegroup"]:
+                if key != obj.uuid:
+                    raise fail(kind, obj, "uuid", f"stored under the different key {key!r}")
+                check_key(kind, obj)
+                if obj.uuid in self._idx.names.get(kind, {}):
+                    raise fail(kind, obj, "uuid", "equals the name of another object")
+                self._idx.put(kind, prepare(self._idx, kind, check_fields(obj), None, new_uuid4))
+        if not self._idx.maps["nodegroup"]:
             raise ConfigValidationError("config: field nodegroups: at least one node group needed")
 
     # ----------------------------------------------------------------- construction
@@ -208,6 +210,11 @@ class ConfigState:
     def find(self, kind: Kind, key: str) -> MapObject | None:
         """The object of a map kind with uuid or name `key`, or None."""
         return self._idx.lookup(kind, key)
+
+    def by_uuid(self, kind: Kind, uuid: str) -> MapObject | None:
+        """The object of a map kind with uuid `uuid`, or None (never by name: no index is
+        read, so a journal replay leaves them to be built when first read)."""
+        return self._idx.maps[kind].get(uuid)
 
     def list_objects(self, kind: str) -> tuple[ConfigObject, ...]:
         """All objects of `kind`, by name (filters by priority, watermark, uuid); cached."""

@@ -92,19 +92,35 @@ def scan(data: bytes, path: str) -> ScanResult:
     pos = 0
     size = len(data)
     reason = ""
+    # The loop checks a frame as `_frame_at` does, inlined: a restart scans 100,000.  The
+    # CRC runs over the length (bytes 4-8) and then seq, batch and payload (12-end).
+    view = memoryview(data)
+    unpack, crc32, head = HEADER.unpack_from, zlib.crc32, HEADER.size
+    new = tuple.__new__  # a Frame without its Python-level __new__: half the cost
+    append, next_seq = frames.append, 0
     while pos < size:
+        if size - pos >= head:
+            magic, length, crc, seq, batch = unpack(data, pos)
+            end = pos + head + length
+            if (
+                magic == MAGIC
+                and end <= size
+                and length <= MAX_PAYLOAD
+                and batch <= seq
+                and crc32(view[pos + 12 : end], crc32(data[pos + 4 : pos + 8])) == crc
+            ):
+                if seq != next_seq and frames:
+                    raise JournalCorruptError(
+                        path, f"record at offset {pos} has seq {seq}, expected {next_seq}"
+                    )
+                next_seq = seq + 1
+                append(new(Frame, (seq, batch, pos, end)))
+                pos = end
+                continue
         if data[pos : pos + 4] == b"\0\0\0\0" and not data[pos:].strip(b"\0"):
             return ScanResult(frames, pos, 0, "")
-        frame, reason = _frame_at(data, pos)
-        if frame is None:
-            break
-        if frames and frame.seq != frames[-1].seq + 1:
-            raise JournalCorruptError(
-                path,
-                f"record at offset {pos} has seq {frame.seq}, expected {frames[-1].seq + 1}",
-            )
-        frames.append(frame)
-        pos = frame.end
+        _, reason = _frame_at(data, pos)  # not a valid frame: why not
+        break
     else:
         return ScanResult(frames, pos, 0, "")
     # Damage at `pos`: a torn tail unless a later batch follows.

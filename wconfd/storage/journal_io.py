@@ -23,7 +23,7 @@ from client.errors import StorageError
 
 from .errors import JournalCorruptError
 from .fileops import FileOps
-from .journal_format import payload_of, scan
+from .journal_format import HEADER, scan
 from .seam import Loaded
 from .snapshot import decode_snapshot, encode_snapshot, write_atomic
 
@@ -97,9 +97,10 @@ class JournalFiles:
                 f"seq {snapshot_seq}: records are missing",
             )
         records: list[Any] = []
+        view, decode = memoryview(data or b""), decoder.decode
         for frame in kept:
             try:
-                records.append(decoder.decode(payload_of(data or b"", frame)))
+                records.append(decode(view[frame.start + HEADER.size : frame.end]))
             except msgspec.DecodeError as exc:
                 raise JournalCorruptError(
                     self.journal_path, f"record seq {frame.seq} does not decode: {exc}"

@@ -113,10 +113,12 @@ def recover(
     initial: Callable[[], T],
     from_snapshot: Callable[[S], T],
     from_checked: Callable[[S], T] | None = None,
-    apply: Callable[[T, R], Any],
+    apply: Callable[[T, R], Any] | None = None,
+    replay: Callable[[T, list[R]], Any] | None = None,
     to_snapshot: Callable[[T], S | bytes] | None = None,
 ) -> T:
-    """Open `store` and rebuild the state: snapshot (or `initial()`) + journal replay.
+    """Open `store` and rebuild the state: snapshot (or `initial()`) + journal replay,
+    record by record (`apply`) or all records in one call (`replay`).
 
     `from_checked`, if given, rebuilds instead of `from_snapshot` a snapshot known to be
     exactly as written (Loaded.checked), whose contents need no second check.
@@ -138,6 +140,10 @@ def recover(
         state = initial()
         if to_snapshot is not None:
             store.snapshot_sync(to_snapshot(state), 0)
-    for record in loaded.records:
-        apply(state, record)
+    if replay is not None:
+        replay(state, loaded.records)
+    else:
+        assert apply is not None, "recover needs apply or replay"
+        for record in loaded.records:
+            apply(state, record)
     return state

@@ -3,7 +3,7 @@
 One `LocalStore` keeps one state machine's history in a directory:
 
     NAME.journal         framed msgpack records (journal_format.py), preallocated with zeros
-    NAME.snapshot.json   indented JSON snapshot (snapshot.py) with the seq it includes
+    NAME.snapshot.json   JSON snapshot (snapshot.py) with the seq it includes
 
 Speed.  Group commit: `append` queues the record and schedules one flush for the loop's
 current round, so every record appended meanwhile shares that write; while a write is
@@ -69,7 +69,7 @@ class LocalStore(Generic[S, R]):
         prealloc: int = 1 << 20,
         sync_mode: SyncMode = "auto",
         inline_threshold: float = 0.002,
-        indent: int = 1,
+        indent: int = -1,
         file_ops: FileOps | None = None,
     ) -> None:
         """Configure a store; nothing is touched on disk until `open()`.

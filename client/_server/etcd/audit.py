@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from client._server.audit_sql import write_file
-from client._server.etcd.client import EtcdClient
 from client._server.etcd.wire import RequestOp, op_put
 from client.audit import RETENTION_COUNT, AuditEntry, Daemon, Query
+
+if TYPE_CHECKING:  # a daemon on local files never loads the etcd client (start-up time)
+    from client._server.etcd.client import EtcdClient
 
 PAGE: Final = 1000
 _DECODE: Final = msgspec.json.Decoder(AuditEntry).decode

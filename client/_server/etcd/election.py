@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_TTL = 3.0
+"""The leader lease's TTL in seconds unless `--lease-ttl` says otherwise (here, with the
+election's pure rules, so the daemons' option parser needs no etcd client to show it)."""
+
 
 @dataclass(frozen=True)
 class Term:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from client._server.etcd.background import Background
 from client._server.etcd.client import EtcdClient
 from client._server.etcd.election import (
+    DEFAULT_TTL,
     Renewal,
     Term,
     after_keepalive,
@@ -41,8 +42,6 @@ from client._server.etcd.fencing import FencedWriter
 from client._server.etcd.wire import Event, KeyValue, cmp_create, op_put, op_range
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TTL = 3.0
 
 
 class LeaderElection(Background):

@@ -12,13 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client.api.common import Event
+from client.audit import AuditEntry
 from client.events import EVENT_SLOTS, new_event
 from luxid.events import drain_event, drain_flag_event, filter_event, job_event, job_events
 from luxid.jobs import Job, new_job
 from luxid.storage.etcd_keys import event_indexes
 from wconfd.config import ConfigState
 from wconfd.config.events import config_event
-from wconfd.durable_state import DurableState, EventNote, LockChange, Snapshot
+from wconfd.config.reservations import Reserve
+from wconfd.durable_state import AuditNote, DurableState, EventNote, LockChange, Snapshot
 from wconfd.locking.events import change_events, waiting_events
 
 NOW = 1_700_000_000.0
@@ -103,6 +105,38 @@ def test_the_durable_state_numbers_events_one_above_the_last_live_and_at_replay(
     assert [e.index for e in state.events.kept()] == [1, 2, 3, 4]
     again = DurableState.from_snapshot(msgspec.json.decode(state.snapshot_json(), type=Snapshot))
     assert again.events.kept() == state.events.kept() and again.events.last == 4
+
+
+def test_a_replay_in_one_pass_equals_applying_each_record():
+    """`replay` (a restart) numbers and keeps the same events and leaves the same state as
+    `apply` of each record in turn (live), whatever kinds of record are interleaved."""
+    live = DurableState.fresh(NOW)
+    start = msgspec.json.decode(live.snapshot_json(), type=Snapshot)
+    records: list = []
+
+    def plan(kind: str, data: dict, at: float) -> None:
+        record = live.config.add_object(kind, data, at).record
+        assert record is not None
+        entry = AuditEntry(len(records) + 1, at, "wconfd", "uid:0", 0, 1, None, "add_object",
+                           f"{kind}/{data['name']}", "ok")  # fmt: skip
+        records.append(AuditNote([entry], record) if len(records) % 2 else record)
+        live.apply(records[-1])
+
+    plan("node", {"name": "n1"}, NOW)
+    for record in (
+        LockChange("c1", [("node/n1", "exclusive")]),
+        EventNote(waiting_events("c2", [["node/n1", "shared"]], NOW)),
+        Reserve(owner="c1", namespace="mac", value="aa:00:00:00:00:01"),
+        AuditNote([AuditEntry(9, NOW, "wconfd", "uid:0", 0, 1, None, "free_locks", "", "ok")]),
+    ):
+        records.append(record)
+        live.apply(record)
+    for i in range(5):
+        plan("instance", {"name": f"i{i}", "primary_node": "n1"}, NOW + i)
+    again = DurableState.from_snapshot(start)
+    again.replay(records)
+    assert again.snapshot_json() == live.snapshot_json()
+    assert again.events.kept() == live.events.kept() and again.events.last == live.events.last
 
 
 def test_lock_events_name_owner_and_mode():

@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,20 @@ def plan_for(state: ConfigState, op: tuple[str, Any, Any], now: float, uuid: Any
     raise AssertionError(name)
 
 
+def record_of(
+    state: ConfigState, op: tuple[str, Any, Any], step: int, ids: Iterator[int]
+) -> ConfigChange | None:
+    """The record of operation number `step` planned on `state`; None when the plan fails
+    (the error a daemon would answer) or changes nothing."""
+    try:
+        record: ConfigChange | None = plan_for(
+            state, op, 10.0 + step, lambda: f"u{next(ids)}"
+        ).record
+    except RpcError:
+        return None
+    return record
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_replay_equals_live_state(ops: list[tuple[str, Any, Any]]) -> None:
@@ -107,13 +122,10 @@ def test_replay_equals_live_state(ops: list[tuple[str, Any, Any]]) -> None:
                 store, state = open_config(path, journal_limit=2048)
                 assert state.get_config_json() == live
                 continue
-            try:
-                plan = plan_for(state, op, 10.0 + step, lambda: f"u{next(ids)}")
-            except RpcError:
-                continue
-            if plan.record is not None:
-                store.append_sync(plan.record)
-                state.apply(plan.record)
+            record = record_of(state, op, step, ids)
+            if record is not None:
+                store.append_sync(record)
+                state.apply(record)
             if store.snapshot_due:
                 store.snapshot_sync(state.get_config_json())
         store.close()
@@ -161,3 +173,35 @@ def test_async_live_path_with_failure_and_replay(tmp_path: Path) -> None:
     store.close()
     assert state.get_config_json() == live
     assert state.find("node", "doomed") is None and state.find("node", "after") is not None
+
+
+INDEXES = ("names", "node_refs", "group_nodes", "net_refs", "macs")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS, st.integers(0, 30), st.sampled_from(["names", "macs", None]))
+def test_indexes_built_after_a_replay_equal_live_ones(
+    ops: list[tuple[str, Any, Any]], read_at: int, read: str | None
+) -> None:
+    """A state loaded in bulk (a trusted snapshot, records applied with its indexes not
+    built yet) has, once they are read, the indexes a live state kept up to date; also
+    when one group of them was read part way through the replay."""
+    live = ConfigState(ConfigState.fresh(1.0, lambda: "g0").get_config(), validate=True)
+    start = live.get_config()
+    ids = itertools.count()
+    records = []
+    for step, op in enumerate(ops):
+        if op[0] in ("snapshot", "reopen"):
+            continue
+        record = record_of(live, op, step, ids)
+        if record is not None:
+            live.apply(record)
+            records.append(record)
+    bulk = ConfigState(start, validate=False)
+    for step, record in enumerate(records):
+        if step == read_at and read is not None:
+            getattr(bulk._idx, read)  # this group is kept up to date from here on
+        bulk.apply(record)
+    assert bulk.get_config_json() == live.get_config_json()
+    for index in INDEXES:
+        assert getattr(bulk._idx, index) == getattr(live._idx, index), index

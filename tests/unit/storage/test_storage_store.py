@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -194,9 +195,26 @@ def test_snapshot_restarts_journal_and_reload_combines(tmp_path: Path) -> None:
         apply(state, rec)
     store.close()
     text = (tmp_path / "toy.snapshot.json").read_text()
-    assert text.startswith("{\n") and '"seq": 10' in text  # human-readable, indented
+    # Compact, on one line, the header first: the state's bytes are the checksummed ones.
+    assert text.startswith('{"format":"lockwarden-snapshot"') and '"seq":10' in text
+    assert text.count("\n") == 1
     loaded_state, records, last = reload(tmp_path)
     assert loaded_state == state and len(records) == 2 and last == 12
+
+
+def test_indented_snapshot_loads_checked(tmp_path: Path) -> None:
+    """A snapshot written indented (older files, or a store told to) loads as checked: its
+    state is compacted before the checksum is compared, and decoded from the compact form."""
+    store = make_store(tmp_path, indent=2)
+    store.open()
+    store.snapshot_sync({"k0": 0, "k1": 1})
+    store.close()
+    text = (tmp_path / "toy.snapshot.json").read_text()
+    assert '\n  "seq": 0' in text
+    store = make_store(tmp_path)
+    loaded = store.open()
+    store.close()
+    assert loaded.snapshot == {"k0": 0, "k1": 1} and loaded.checked
 
 
 def test_snapshot_of_older_seq_keeps_the_tail(tmp_path: Path) -> None:
@@ -245,17 +263,18 @@ def test_async_snapshot_while_appending(tmp_path: Path) -> None:
     [
         (lambda t: t[: len(t) // 2], "not a valid snapshot"),
         (lambda t: "", "not a valid snapshot"),
-        (lambda t: t.replace('"k1": 1', '"k1": 7'), "checksum mismatch"),
+        (lambda t: re.sub(r'"k1": ?1', '"k1": 7', t), "checksum mismatch"),
         (lambda t: t.replace('"toy"', '"other"'), "expected 'toy'"),
         (lambda t: t.replace("lockwarden-snapshot", "x"), "format"),
         (
-            lambda t: t.replace('"k1": 1', '"k1": "one"').replace('"crc32"', '"crc32x"'),
+            lambda t: re.sub(r'"k1": ?1', '"k1": "one"', t).replace('"crc32"', '"crc32x"'),
             "not a valid snapshot",
         ),
     ],
 )
-def test_corrupt_snapshot_refused(tmp_path: Path, mutate, needle: str) -> None:  # type: ignore[no-untyped-def]
-    store = make_store(tmp_path)
+@pytest.mark.parametrize("indent", [-1, 1])  # compact (written now), indented (older files)
+def test_corrupt_snapshot_refused(tmp_path: Path, mutate, needle: str, indent: int) -> None:  # type: ignore[no-untyped-def]
+    store = make_store(tmp_path, indent=indent)
     store.open()
     store.append_sync(Put(key="k1", value=1))
     store.snapshot_sync({"k1": 1})
