@@ -8,10 +8,12 @@ differs per daemon: the socket name and, for wconfd, the identify handshake.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from client.api.common import CommonApi, Topic
 from client.api.luxi import LuxiApi
 from client.api.wconfd import Identity, WConfdApi
+from client.follow import Following
 from client.stubs import DEFAULT_PATIENCE, SyncStub
 
 
@@ -60,13 +62,24 @@ class _Identifies:
         self.client_id = result.client_id
 
 
-class WConfdClient(_Identifies, SyncStub, WConfdApi, api=WConfdApi):
+class _Follows(CommonApi):
+    """How the stubs' follow_events types: an iterator of batches (client.follow), on a
+    connection of its own, not the one batch the declaration answers first."""
+
+    if TYPE_CHECKING:
+
+        def follow_events(  # type: ignore[override]
+            self, after: int, topics: list[Topic] | None = None, limit: int = 1000
+        ) -> Following: ...
+
+
+class WConfdClient(_Identifies, SyncStub, _Follows, WConfdApi, api=WConfdApi):
     """Blocking wconfd client; connects lazily and identifies as this process."""
 
     _daemon = "wconfd"
 
 
-class LuxiClient(SyncStub, LuxiApi, api=LuxiApi):
+class LuxiClient(SyncStub, _Follows, LuxiApi, api=LuxiApi):
     """Blocking luxid client."""
 
     _daemon = "luxid"

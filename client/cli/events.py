@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import msgspec
 
@@ -90,10 +90,7 @@ def events(ctx: Context, args: argparse.Namespace) -> int:
         return EXIT_OK
     lines: queue.Queue[str | BaseException] = queue.Queue()
     for daemon in DAEMONS:
-        # The stubs make a method that pushes an iterator (client.follow); the declaration
-        # they inherit for typing names what each item is.
-        stub = ctx.luxi if daemon == "luxid" else ctx.wconfd
-        start = cast(Follow, stub.follow_events)
+        start = ctx.luxi.follow_events if daemon == "luxid" else ctx.wconfd.follow_events
         work = follow(start, daemon, lasts[daemon], topics)
         threading.Thread(target=_pump, args=(work, lines), daemon=True).start()
     while True:
