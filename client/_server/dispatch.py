@@ -60,6 +60,21 @@ def daemons_only_refusal(spec: MethodSpec, peer_uid: int, own_uid: int) -> Permi
     )
 
 
+class Superseded(Exception):
+    """A call that waited for the node's role to settle found it serving: the table its
+    handler belongs to may predate the term (a new master installs a table over the state
+    it loaded), so the call goes to the handler the table has now.  `refusal`: the answer
+    if the role keeps changing under it (_HANDOVERS times)."""
+
+    def __init__(self, refusal: RpcError) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+# How many times one call may be handed to the current table's handler.
+_HANDOVERS = 3
+
+
 def _handler(
     spec: MethodSpec,
     impl: Callable[..., Coroutine[Any, Any, Any]],
@@ -83,6 +98,9 @@ def _handler(
                 refusal = await settled_not_master(role)
                 if not role.serving:
                     raise refusal
+                # Serving now: a node that became master meanwhile installed a table over
+                # the new term's state, and this handler may be of the one before it.
+                raise Superseded(refusal)
             if BIG_REQUEST.get():
                 loop = asyncio.get_running_loop()
                 params = await loop.run_in_executor(None, spec.decode_params, args, kwargs)
@@ -101,6 +119,8 @@ def _handler(
                     spec.audit_target(params),
                     lambda: impl(caller, *values),
                 )
+        except Superseded:
+            raise
         except Fenced:
             if role is None:
                 raise
@@ -185,20 +205,24 @@ async def dispatch_one(
         exc = InvalidRequest("invalid request: not a JSON-RPC 2.0 request object")
         return {"jsonrpc": "2.0", "error": exc.to_wire(), "id": request_id}
     request_id = request.id
-    handler = methods.get(request.method)
     result: Any = None
     error: RpcError | None = None
-    if handler is None:
-        error = MethodNotFound(
-            f"method not found: {request.method}; see the API reference for method names"
-        )
-    else:
+    for _ in range(_HANDOVERS):
+        handler = methods.get(request.method)
+        if handler is None:
+            error = MethodNotFound(
+                f"method not found: {request.method}; see the API reference for method names"
+            )
+            break
         params = request.params
         try:
             if isinstance(params, list):
                 result = await handler(conn, *params)
             else:
                 result = await handler(conn, **params)
+        except Superseded as superseded:  # the current table's handler answers instead
+            error = superseded.refusal
+            continue
         except RpcError as exc:
             error = exc
         except TypeError as exc:  # the params do not bind to the handler (`conn=` given)
@@ -206,6 +230,9 @@ async def dispatch_one(
         except Exception:  # handlers answer their own failures; this is a wrapper's bug
             log.exception("dispatch failure in %s", request.method)
             error = InternalError("internal error; the daemon log has the details")
+        else:
+            error = None
+        break
     if request_id is msgspec.UNSET:
         return None
     if error is not None:

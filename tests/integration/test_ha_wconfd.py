@@ -109,6 +109,38 @@ def test_kill9_of_the_master_standby_serves_within_5s_with_everything_acknowledg
     early.close()
 
 
+def test_calls_waiting_through_a_takeover_are_answered_from_the_new_terms_state(two_nodes):
+    """Calls that reach the standby while it takes over wait for its role to settle and are
+    then answered by the new term's state, never by what the node held as standby (which
+    answered NotFound for an object the master had)."""
+    node1, node2 = two_nodes
+    wait_master(two_nodes)
+    with node1.client("writer") as wc:
+        add_node(wc, "a")
+    answers: list[object] = []
+
+    def ask() -> None:
+        deadline = time.monotonic() + 15
+        with node2.client("asker", timeout=10) as wc:
+            while time.monotonic() < deadline:
+                try:
+                    answers.append(wc.get_object(kind="node", key="a")["name"])
+                    return
+                except (errors.NotMaster, errors.ConnectionError) as exc:
+                    answers.append(type(exc).__name__)
+                except errors.RpcError as exc:  # NotFound: the standby's state answered
+                    answers.append(exc)
+                    return
+
+    askers = [threading.Thread(target=ask) for _ in range(8)]
+    node1.kill()
+    for t in askers:
+        t.start()
+    for t in askers:
+        t.join()
+    assert [a for a in answers if a not in ("NotMaster", "ConnectionError")] == ["a"] * 8
+
+
 def test_kill9_and_immediate_restart_of_the_master_resumes_its_term(two_nodes):
     """Restarts on etcd (docs/contracts.md#reliability-and-security): a wconfd killed and restarted
     within its lease serves the same term (nothing following the leader key, such as its luxid, sees
