@@ -211,11 +211,14 @@ class WConfd:
         # for a TTL loses the term: the node would be elected and deposed forever).
         # The store is loaded already: this touches no I/O and nothing the loop uses.
         state = await asyncio.to_thread(load_durable_state, store, self.retention)
+        # Imported here: a daemon on local files never loads the etcd client (start-up time).
+        from wconfd.storage.etcd_store import EtcdStore
+
+        if isinstance(store, EtcdStore) and not store.checked:
+            await asyncio.to_thread(store.vouch_for, state.config.get_config())
         if revision is not None:
             state.start_term(revision[0])
             state.revision = revision[1]
-        # Imported here: a daemon on local files never loads the etcd client (start-up time).
-        from wconfd.storage.etcd_store import EtcdStore
 
         persistence = Persistence(store, state)
         records = [*self._restore_plan(persistence.state, foreign), self._master_note()]

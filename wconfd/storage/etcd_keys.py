@@ -1,6 +1,6 @@
 """wconfd's state as etcd keys (client/_server/etcd/LAYOUT.md): pure code, no I/O.
 
-    P/config/meta                          {"version", "serial_no", "ctime", "mtime"}
+    P/config/meta                          {"version", "serial_no", "ctime", "mtime", "digest"}
     P/config/cluster                       the cluster object
     P/config/<kind>/<uuid>                 one object of a map kind (nodegroup, node, ...)
     P/locks/<client_id>/<lock>             {"mode", "node"}: one key per held lock
@@ -29,6 +29,7 @@ from wconfd.config.objects import ConfigDocument
 from wconfd.config.records import RECORD_KIND, RemoveObject
 from wconfd.config.reservations import Release, ReleaseAll, ReservationSnapshot, Reserve
 from wconfd.locking.names import RELEASE
+from wconfd.storage.etcd_digest import ConfigDigest
 
 # Above this many released locks in one change, runs of them go as range deletes.
 PER_KEY_DELETES: Final = 32
@@ -39,12 +40,14 @@ def _q(part: str) -> str:
 
 
 class Meta(msgspec.Struct, frozen=True):
-    """The top level of the config document besides its objects."""
+    """The top level of the config document besides its objects, and the digest of the
+    config keys (wconfd.storage.etcd_digest; "" where none is kept)."""
 
     serial_no: int
     ctime: float
     mtime: float
     version: int = 1
+    digest: str = ""
 
 
 class Holding(msgspec.Struct, frozen=True):
@@ -149,12 +152,16 @@ def _range_deletes(keys: Keys, owner: str, held: set[str], released: set[str]) -
 
 
 class Decoded(msgspec.Struct):
-    """What the keys under a prefix hold, as the daemon's snapshot needs it."""
+    """What the keys under a prefix hold, as the daemon's snapshot needs it; the digest of
+    the config keys read, and whether it is the one meta holds (`checked`: the objects
+    are as a master wrote them, wconfd.storage.etcd_digest)."""
 
     config: ConfigDocument | None
     locks: dict[str, list[tuple[str, str]]]
     reservations: ReservationSnapshot
     nodes: dict[str, str]  # owner -> the node that granted its holdings
+    digest: ConfigDigest
+    checked: bool = False
 
 
 def decode_state(keys: Keys, kvs: Iterable[KeyValue]) -> Decoded:
@@ -166,13 +173,16 @@ def decode_state(keys: Keys, kvs: Iterable[KeyValue]) -> Decoded:
     locks: dict[str, list[tuple[str, str]]] = {}
     entries: list[tuple[str, str, str]] = []
     nodes: dict[str, str] = {}
+    digest = ConfigDigest(keys.config)
     for kv in kvs:
         key = kv.key
         if key == keys.meta:
             meta = msgspec.json.decode(kv.value, type=Meta)
         elif key == keys.obj("cluster", ""):
             cluster = kv.value
+            digest.add(key, kv.value)
         elif key.startswith(keys.config):
+            digest.add(key, kv.value)
             kind, _, uuid = key[len(keys.config) :].decode().partition("/")
             maps.setdefault(unquote(kind), []).append(
                 msgspec.json.encode(unquote(uuid)) + b":" + kv.value
@@ -189,18 +199,20 @@ def decode_state(keys: Keys, kvs: Iterable[KeyValue]) -> Decoded:
             nodes[unquote(owner)] = held.node
     config = None
     if meta is not None:
-        parts.append(msgspec.json.encode(meta)[:-1] + b',"cluster":' + cluster)
+        top = {f: getattr(meta, f) for f in ("version", "serial_no", "ctime", "mtime")}
+        parts.append(msgspec.json.encode(top)[:-1] + b',"cluster":' + cluster)
         for kind, objs in maps.items():
             parts.append(b'"' + kind.encode() + b's":{' + b",".join(objs) + b"}")
         config = msgspec.json.decode(b",".join(parts) + b"}", type=ConfigDocument)
-    return Decoded(config, locks, ReservationSnapshot(entries=sorted(entries)), nodes)
+    reservations = ReservationSnapshot(entries=sorted(entries))
+    checked = meta is not None and meta.digest != "" and meta.digest == digest.hex()
+    return Decoded(config, locks, reservations, nodes, digest, checked)
 
 
 def document_ops(keys: Keys, document: ConfigDocument) -> list[RequestOp]:
-    """Puts storing a whole (fresh) config: its meta, cluster and every object."""
-    meta = Meta(document.serial_no, document.ctime, document.mtime, document.version)
-    ops = [op_put(keys.meta, msgspec.json.encode(meta))]
-    ops.append(op_put(keys.obj("cluster", ""), msgspec.json.encode(document.cluster)))
+    """Puts storing a whole (fresh or imported) config: its meta, cluster and every object.
+    The document must have passed the checks: the meta's digest vouches for it."""
+    ops = [op_put(keys.obj("cluster", ""), msgspec.json.encode(document.cluster))]
     for kind, objs in (
         ("nodegroup", document.nodegroups),
         ("node", document.nodes),
@@ -211,7 +223,9 @@ def document_ops(keys: Keys, document: ConfigDocument) -> list[RequestOp]:
         ("budget", document.budgets),
     ):
         ops.extend(op_put(keys.obj(kind, uuid), msgspec.json.encode(o)) for uuid, o in objs.items())
-    return ops
+    digest = ConfigDigest.of_puts(keys.config, ops).hex()
+    meta = Meta(document.serial_no, document.ctime, document.mtime, document.version, digest)
+    return [op_put(keys.meta, msgspec.json.encode(meta)), *ops]
 
 
 def meta_op(keys: Keys, meta: Meta) -> RequestOp:

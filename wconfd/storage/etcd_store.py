@@ -48,6 +48,7 @@ from client._server.etcd.release import lost_data
 from client._server.etcd.wire import KeyValue, RequestOp, cmp_create, prefix_end
 from client.errors import RpcError, StorageError
 from wconfd.config import ConfigChange
+from wconfd.config.objects import ConfigDocument
 from wconfd.config.reservations import Release, ReleaseAll, Reserve
 from wconfd.durable_state import (
     AuditNote,
@@ -58,6 +59,7 @@ from wconfd.durable_state import (
     Snapshot,
 )
 from wconfd.locking.names import RELEASE
+from wconfd.storage.etcd_digest import ConfigDigest
 from wconfd.storage.etcd_keys import (
     Decoded,
     Keys,
@@ -146,6 +148,7 @@ class EtcdStore:
         self.nodes: dict[str, str] = {}  # owner -> node that granted what it holds
         self._loaded: Loaded[Snapshot, Record] | None = None
         self._durable_meta = Meta(0, 0.0, 0.0)  # the config's top level as committed
+        self._digest = ConfigDigest(self.keys.config)  # of the config as queued
         self._held: dict[str, set[str]] = {}  # the locks etcd will hold once the queue commits
         self._queue: list[_Queued] = []
         self._flushing: asyncio.Task[None] | None = None
@@ -171,20 +174,44 @@ class EtcdStore:
         if found < self.known_serial:
             what = "no configuration" if config is None else f"configuration serial {found}"
             raise lost_data(self.keys.root, what, f"serial {self.known_serial}")
+        self._digest, checked = decoded.digest, decoded.checked
         if config is None:
             fresh = DurableState.fresh(time.time() if now is None else now).config.get_config()
             # Only where no config exists, should the read above have missed one.
-            await self.writer.commit(
-                document_ops(self.keys, fresh), [cmp_create(self.keys.meta, 0)]
-            )
+            ops = document_ops(self.keys, fresh)
+            await self.writer.commit(ops, [cmp_create(self.keys.meta, 0)])
+            self._digest, checked = ConfigDigest.of_puts(self.keys.config, ops), True
             config = fresh
             log.info("etcd prefix %s was empty: wrote a fresh configuration", self.keys.root)
+        elif not checked:
+            log.info(
+                "the configuration on etcd is not as a master left it (its digest differs, or "
+                "it has none): checking every object as it loads"
+            )
         snapshot = Snapshot(config=config, reservations=decoded.reservations, locks=decoded.locks)
-        self._durable_meta = Meta(config.serial_no, config.ctime, config.mtime, config.version)
+        self._durable_meta = Meta(
+            config.serial_no, config.ctime, config.mtime, config.version, self._digest.hex()
+        )
         self._held = {owner: {lock for lock, _ in held} for owner, held in decoded.locks.items()}
         self.nodes = decoded.nodes
-        self._loaded = Loaded(snapshot, 0, [], 0, 0)
+        self._loaded = Loaded(snapshot, 0, [], 0, 0, checked=checked)
         self._broken = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether the load found the config as a master left it (its digest matched)."""
+        return self._loaded is not None and self._loaded.checked
+
+    def vouch_for(self, document: ConfigDocument) -> None:
+        """After a load that checked every object: from now on the digest is that of the
+        objects as the checks left them.  Where etcd holds other bytes for an object (an
+        object put by hand that the checks normalized), the next load then finds the
+        digest differs and checks again."""
+        self._digest = ConfigDigest.of_puts(self.keys.config, document_ops(self.keys, document))
+        meta = self._durable_meta
+        self._durable_meta = Meta(
+            meta.serial_no, meta.ctime, meta.mtime, meta.version, self._digest.hex()
+        )
 
     @property
     def durable_seq(self) -> int:
@@ -220,8 +247,9 @@ class EtcdStore:
         meta = None
         changed = record.change if isinstance(record, AuditNote) else record
         if isinstance(changed, ConfigChange):
+            self._digest.apply(change.ops)
             ctime, version = self._durable_meta.ctime, self._durable_meta.version
-            meta = Meta(changed.serial_no, ctime, changed.mtime, version)
+            meta = Meta(changed.serial_no, ctime, changed.mtime, version, self._digest.hex())
         self._queue.append(_Queued(record, change, meta, fut, on_durable))
         if self._flushing is None or self._flushing.done():
             self._flushing = loop.create_task(self._flush())
