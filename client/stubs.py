@@ -37,9 +37,11 @@ from client import errors, paths
 from client.api.declare import ACTOR_PARAM, Api, MethodSpec
 from client.audit import ACTING_FOR
 from client.follow import Following
-from client.protocol import Response, decode_response, encode
+from client.protocol import CutResponse, Response, decode_response, encode, uncut
 
 _RECV = 256 * 1024
+_BIG_FRAME = 1 << 20  # a frame this long so far is read on by _read_big_line
+_BIG_RECV = 1 << 20
 # How long a stub keeps trying to reach a daemon it was connected to (a restart), unless
 # told otherwise: minutes, so a job rides out a restart however slow.
 DEFAULT_PATIENCE = 300.0
@@ -135,7 +137,12 @@ class _StubBase:
         if response.error is not None:
             err = response.error
             raise errors.from_wire({"code": err.code, "message": err.message, "data": err.data})
-        return _decode(self._decoders[spec.name], response.result)
+        try:
+            return _decode(self._decoders[spec.name], response.result)
+        except msgspec.DecodeError:
+            if not isinstance(response, CutResponse):
+                raise
+            return self._result(spec, uncut(response))  # not laid out as the daemons do
 
     def _retry_deadline(self, spec: MethodSpec, broken: _Broken, deadline: float | None) -> float:
         """Until when a call whose connection broke may be retried; raises if it may not.
@@ -285,11 +292,30 @@ class SyncStub(_StubBase):
                     line = bytes(view[:end])  # one copy, not two: results can be megabytes
                 del buf[: end + 1]
                 return line
+            if len(buf) >= _BIG_FRAME:
+                return self._read_big_line(sock)
             start = len(buf)
             received = sock.recv_into(self._chunk)
             if not received:
                 raise EOFError("the daemon closed the connection")
             buf += self._chunk[:received]
+
+    def _read_big_line(self, sock: socket.socket) -> bytes:
+        """The rest of a frame already longer than _BIG_FRAME, received as pieces joined
+        once: growing the buffer and copying the line out of it passes over a 50 MB
+        get_config twice more, and out of the caches each pass costs its length."""
+        parts: list[bytes | memoryview] = [bytes(self._buf)]
+        self._buf.clear()
+        while True:
+            piece = sock.recv(_BIG_RECV)
+            if not piece:
+                raise EOFError("the daemon closed the connection")
+            end = piece.find(b"\n")
+            if end >= 0:
+                parts.append(memoryview(piece)[:end])
+                self._buf += memoryview(piece)[end + 1 :]
+                return b"".join(parts)
+            parts.append(piece)
 
     def _invoke(self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         params = self._params(spec, args, kwargs)
