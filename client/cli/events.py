@@ -68,7 +68,8 @@ def follow(start: Follow, daemon: str, after: int, topics: list[str] | None) -> 
                     for event in batch.events:
                         yield _encoder.encode(event).decode() + "\n" + event_line(event)
                     after = batch.last
-        except errors.ConnectionError as exc:
+        except (errors.ConnectionError, errors.NotMaster) as exc:
+            # Restarted, or (on etcd) not the master for now: it may serve again.
             yield f"\0{daemon}: {exc.message}; following again in {RETRY_SECONDS:.0f} s"
             time.sleep(RETRY_SECONDS)
 
