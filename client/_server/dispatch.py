@@ -26,7 +26,7 @@ import msgspec
 
 from client._server.audit import Auditing
 from client._server.etcd.errors import Fenced
-from client._server.roles import STANDBY_METHODS, Role, settled_not_master
+from client._server.roles import STANDBY_METHODS, Role, Superseded, settled_not_master
 from client.api.declare import ACTOR_PARAM, Api, MethodSpec
 from client.errors import (
     InternalError,
@@ -58,17 +58,6 @@ def daemons_only_refusal(spec: MethodSpec, peer_uid: int, own_uid: int) -> Permi
         f"only uid {own_uid} (the daemons') or root may call {spec.name}",
         {"uid": peer_uid, "allowed": [own_uid, 0], "method": spec.name},
     )
-
-
-class Superseded(Exception):
-    """A call that waited for the node's role to settle found it serving: the table its
-    handler belongs to may predate the term (a new master installs a table over the state
-    it loaded), so the call goes to the handler the table has now.  `refusal`: the answer
-    if the role keeps changing under it (_HANDOVERS times)."""
-
-    def __init__(self, refusal: RpcError) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
 
 
 # How many times one call may be handed to the current table's handler.

@@ -25,6 +25,7 @@ from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from client._server.roles import Superseded
 from client.metrics import CATALOGUE, OVERFLOW, Kind, LabelValues, MetricDef
 
 M = TypeVar("M", bound="_Series")
@@ -219,8 +220,9 @@ def instrument(handlers: Mapping[str, Handler], registry: Registry) -> dict[str,
     """The dispatch table with every handler counted and timed under the registry's daemon.
 
     Handlers are those of `client._server.dispatch.build_methods` (`conn, *args, **kwargs`,
-    raising an `RpcError`, whose `data.type` is the outcome, on failure); a call abandoned because its
-    connection closed (a lock wait, say) counts with outcome `abandoned`.
+    raising an `RpcError`, whose `data.type` is the outcome, on failure); a call abandoned
+    because its connection closed (a lock wait, say) counts with outcome `abandoned`; a call
+    handed over after a takeover (`Superseded`) is counted once, by the handler that answers.
     """
     requests = registry.counter("lockwarden_rpc_requests_total")
     seconds = registry.histogram("lockwarden_rpc_seconds")
@@ -239,6 +241,8 @@ def instrument(handlers: Mapping[str, Handler], registry: Registry) -> dict[str,
             start = clock()
             try:
                 result = await handle(conn, *args, **kwargs)
+            except Superseded:  # handed to the current table's handler, which counts it
+                raise
             except Exception as exc:
                 record(_outcome(exc), clock() - start)
                 raise

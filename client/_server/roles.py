@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 
 from client.api.common import RoleInfo
-from client.errors import NotMaster
+from client.errors import NotMaster, RpcError
 
 STANDBY_METHODS: Final = frozenset({"ping", "version", "identify", "get_role"})
 """What a standby still answers: everything else is NotMaster."""
@@ -124,3 +124,16 @@ def not_master(role: Role) -> NotMaster:
         master = info.master
         text = f"the master is {master}; send the call there"
     return NotMaster(f"node {info.node} is not the master; {text}", {"master": master})
+
+
+class Superseded(Exception):
+    """A call that waited for the node's role to settle found it serving: the table its
+    handler belongs to may predate the term (a new master installs a table over the state
+    it loaded), so the call goes to the handler the table has now.  `refusal`: the answer
+    if the role keeps changing under it (client._server.dispatch hands a call over at most
+    three times).  The metrics do not count the superseded attempt: the answer is counted
+    by the handler that gives it."""
+
+    def __init__(self, refusal: RpcError) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal

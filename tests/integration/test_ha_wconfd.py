@@ -139,6 +139,11 @@ def test_calls_waiting_through_a_takeover_are_answered_from_the_new_terms_state(
     for t in askers:
         t.join()
     assert [a for a in answers if a not in ("NotMaster", "ConnectionError")] == ["a"] * 8
+    # A handed-over call is counted once, by the handler that answered it.
+    with node2.client("metrics") as wc:
+        calls = wc.get_metrics()["lockwarden_rpc_requests_total"]
+    outcomes = {lab["outcome"]: n for lab, n in calls if lab["method"] == "get_object"}
+    assert outcomes.get("ok") == 8 and set(outcomes) <= {"ok", "NotMaster"}, outcomes
 
 
 def test_kill9_and_immediate_restart_of_the_master_resumes_its_term(two_nodes):
