@@ -51,7 +51,7 @@ class CutResponse(Response):
     """A large result frame in the daemons' own layout, cut at its known head and tail
     instead of scanned (see `decode_response`); `frame` is kept for `uncut`."""
 
-    frame: bytes = b""
+    frame: bytes | memoryview = b""
 
 
 RESULT_HEAD = b'{"jsonrpc":"2.0","result":'
@@ -85,33 +85,37 @@ def decode_big_message(line: bytes) -> Any:
     return strictjson.loads_big(line)
 
 
-def decode_response(line: bytes) -> Response:
+def decode_response(line: bytes | memoryview) -> Response:
     """Parse one frame into a Response envelope (raises msgspec errors).
 
     A large result frame as the daemons write it, `{"jsonrpc":"2.0","result":R,"id":N}`,
     is cut at its head and tail rather than scanned to find where R ends: get_config of
     100,000 instances is 50 MB, and that scan cost as much again as reading it.  R is then
     checked when it is decoded, which must find it one JSON value; where it does not, the
-    frame was laid out otherwise, and `uncut` decodes it whole."""
-    if len(line) >= _CUT_FROM and line.startswith(RESULT_HEAD):
-        cut = _cut(line)
+    frame was laid out otherwise, and `uncut` decodes it whole.  A memoryview `line` (the
+    sync stub's receive mapping) is read in place: the result refers to it."""
+    if len(line) >= _CUT_FROM:
+        cut = _cut(memoryview(line))
         if cut is not None:
             return cut
     return _response_decoder.decode(line)
 
 
-def _cut(line: bytes) -> CutResponse | None:
+def _cut(line: memoryview) -> CutResponse | None:
     """`line` cut as `RESULT_HEAD` R `,"id":N}` with N a JSON integer, else None."""
-    end = len(line) - 1 if line.endswith(b"\n") else len(line)
-    if line[end - 1 : end] != b"}":
+    if line[: len(RESULT_HEAD)] != RESULT_HEAD:
         return None
-    at = line.rfind(_ID_MEMBER, len(RESULT_HEAD), end)
-    digits = line[at + len(_ID_MEMBER) : end - 1]
-    if at < 0 or not digits.isdigit() or len(digits) > _MAX_ID_DIGITS:
+    end = len(line) - 1 if line[-1:] == b"\n" else len(line)
+    # The tail that can hold `,"id":N}`: N has at most _MAX_ID_DIGITS digits.
+    tail_from = max(len(RESULT_HEAD), end - len(_ID_MEMBER) - _MAX_ID_DIGITS - 1)
+    tail = bytes(line[tail_from:end])
+    at = tail.rfind(_ID_MEMBER)
+    digits = tail[at + len(_ID_MEMBER) : -1]
+    if at < 0 or not tail.endswith(b"}") or not digits.isdigit():
         return None
     if digits[0] == ord("0") and len(digits) > 1:  # 05 is not JSON
         return None
-    result = msgspec.Raw(memoryview(line)[len(RESULT_HEAD) : at])
+    result = msgspec.Raw(line[len(RESULT_HEAD) : tail_from + at])
     return CutResponse(id=int(digits), result=result, frame=line)
 
 
