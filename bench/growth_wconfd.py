@@ -3,7 +3,8 @@ growth rows): each figure at 100,000 instances beside the same figure at the sma
 size, measured in the same run.
 
 - `get_config` p50 through the stub (a Python caller's view: wire and decoding into
-  dicts) at 100,000 vs 10,000 instances; target: at most 10 x.
+  dicts) at 100,000 vs 10,000 instances; target: at most 10 x.  Beside it, the page faults
+  the caller took per call (new memory for the decoded document) and what one costs here.
 - `update_object` of one instance (durable) at 100,000 vs 10 instances; target ratio
   <= 1.5.  The two daemons are sampled alternately so machine noise hits both alike.
 - kill -9 of wconfd → the first answered identified call (get_object) of the restarted
@@ -38,7 +39,9 @@ import asyncio
 import contextlib
 import json
 import math
+import mmap
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -141,20 +144,27 @@ def timed(samples: list[float], call: Any, *args: Any) -> Any:
     return result
 
 
-def get_config_p50(running: dict[int, Wconfd], rounds: int) -> dict[int, list[float]]:
-    """get_config through the stub, alternating between the daemons, `rounds` each."""
+def get_config_p50(
+    running: dict[int, Wconfd], rounds: int
+) -> tuple[dict[int, list[float]], dict[int, list[int]]]:
+    """get_config through the stub, alternating between the daemons, `rounds` each: the
+    seconds of each call, and the page faults this process took during it (the memory the
+    decoded document needed that the process did not already hold)."""
     clients = {n: WConfdClient(d.socket, name="bench", timeout=120) for n, d in running.items()}
     samples: dict[int, list[float]] = {n: [] for n in running}
+    faults: dict[int, list[int]] = {n: [] for n in running}
     try:
         for wc in clients.values():
             wc.get_config()  # warm: the first call encodes the cached document
         for _ in range(rounds):
             for n, wc in clients.items():
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 timed(samples[n], wc.get_config)
+                faults[n].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     finally:
         for wc in clients.values():
             wc.close()
-    return samples
+    return samples, faults
 
 
 def update_samples(running: dict[int, Wconfd], rounds: int) -> dict[int, list[float]]:
@@ -176,6 +186,19 @@ def update_samples(running: dict[int, Wconfd], rounds: int) -> dict[int, list[fl
         for wc in clients.values():
             wc.close()
     return samples
+
+
+def page_fault_us(pages: int = 25_600) -> float:
+    """What one page fault costs this machine, in µs: the time to first touch `pages` pages
+    of new anonymous memory, per page (best of three)."""
+    best = math.inf
+    for _ in range(3):
+        with mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE) as memory:
+            t0 = time.perf_counter()
+            for offset in range(0, pages * mmap.PAGESIZE, mmap.PAGESIZE):
+                memory[offset] = 1
+            best = min(best, time.perf_counter() - t0)
+    return round(best / pages * 1e6, 2)
 
 
 # -- row 3: kill -9 and restart with a long journal ----------------------------------------------
@@ -418,7 +441,7 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
     small_update, large_update = sizes["update_object"]
     assert large == large_update
     with daemons(tuple(sorted({small_update, small_get, large}))) as running:
-        got = get_config_p50({n: running[n] for n in (small_get, large)}, rounds)
+        got, faults = get_config_p50({n: running[n] for n in (small_get, large)}, rounds)
         upd = update_samples({n: running[n] for n in (small_update, large)}, rounds * 20)
     get_ms = {n: p50_ms(s) for n, s in got.items()}
     upd_ms = {n: p50_ms(s) for n, s in upd.items()}
@@ -429,6 +452,10 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
             "size_ratio": large // small_get,
             "target_ratio": 10,
             "samples": rounds,
+            "page_faults_per_call": {
+                str(n): round(statistics.median(f)) for n, f in faults.items()
+            },
+            "page_fault_us": page_fault_us(),
         },
         "update_object": {
             "p50_ms": {str(n): v for n, v in upd_ms.items()},
