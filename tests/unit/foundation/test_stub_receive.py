@@ -5,9 +5,11 @@ mapping grows); and a forked child's receives never land in its parent's memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
+from collections.abc import Iterator, Sequence
 
 import msgspec
 from hypothesis import given, settings
@@ -25,17 +27,26 @@ def frame(size: int, request_id: int) -> bytes:
     return RESULT_HEAD + msgspec.json.encode(text) + b',"id":%d}\n' % request_id
 
 
-def send_in_pieces(sock: socket.socket, data: bytes, pieces: list[int]) -> threading.Thread:
+@contextlib.contextmanager
+def receiving(data: bytes, pieces: Sequence[int] = ()) -> Iterator[socket.socket]:
+    """Our end of a socket pair whose other end sends `data`, cut after each of `pieces`."""
+    ours, theirs = socket.socketpair()
+
     def send() -> None:
         at = 0
         for n in pieces:
-            sock.sendall(data[at : at + n])
+            theirs.sendall(data[at : at + n])
             at += n
-        sock.sendall(data[at:])
+        theirs.sendall(data[at:])
 
     sender = threading.Thread(target=send)
     sender.start()
-    return sender
+    try:
+        yield ours
+    finally:
+        sender.join()
+        ours.close()
+        theirs.close()
 
 
 sizes = st.lists(
@@ -47,28 +58,20 @@ sizes = st.lists(
 @given(sizes, st.lists(st.integers(1, 3 * MiB), max_size=6))
 def test_frames_are_read_whole_and_in_order_however_they_arrive(sizes, pieces):
     stub = WConfdClient("/nonexistent.sock")
-    ours, theirs = socket.socketpair()
     frames = [frame(n, i) for i, n in enumerate(sizes)]
-    sender = send_in_pieces(theirs, b"".join(frames), pieces)
-    try:
+    with receiving(b"".join(frames), pieces) as ours:
         for i, sent in enumerate(frames):
             line = stub._read_line(ours)
             assert bytes(line) == sent[:-1]
             response = decode_response(line)
             assert response.id == i
             assert msgspec.json.decode(response.result) == msgspec.json.decode(sent)["result"]
-    finally:
-        sender.join()
-        ours.close()
-        theirs.close()
 
 
 def test_the_mapping_grows_to_a_larger_frame_and_a_view_handed_out_stays_readable():
     stub = WConfdClient("/nonexistent.sock")
-    ours, theirs = socket.socketpair()
     small, large = frame(2 * MiB, 1), frame(20 * MiB, 2)
-    sender = send_in_pieces(theirs, small + large, [])
-    try:
+    with receiving(small + large) as ours:
         first = stub._read_line(ours)
         assert isinstance(first, memoryview)  # a view of the mapping, not a copy
         assert bytes(first) == small[:-1]
@@ -78,27 +81,17 @@ def test_the_mapping_grows_to_a_larger_frame_and_a_view_handed_out_stays_readabl
         # The first view is of the old mapping, which lives while it is referenced (its
         # contents are the next frame's: a line is valid until the next read).
         assert len(bytes(first)) == len(small) - 1
-    finally:
-        sender.join()
-        ours.close()
-        theirs.close()
 
 
 def test_the_mapping_is_kept_for_the_next_large_frame_and_dropped_on_close():
     stub = WConfdClient("/nonexistent.sock")
-    ours, theirs = socket.socketpair()
-    sender = send_in_pieces(theirs, frame(3 * MiB, 1) + frame(3 * MiB, 2), [])
-    try:
+    with receiving(frame(3 * MiB, 1) + frame(3 * MiB, 2)) as ours:
         stub._read_line(ours)
         mapping = stub._big
         stub._read_line(ours)
         assert stub._big is mapping
         stub.close()
         assert stub._big is None
-    finally:
-        sender.join()
-        ours.close()
-        theirs.close()
 
 
 def test_a_forked_childs_receives_never_land_in_its_parents_buffer():
