@@ -95,7 +95,13 @@ def luxid_pid(run: Path) -> int:
 
 
 @contextlib.contextmanager
-def stack(root: Path, *luxid_args: str) -> Iterator[tuple[Path, int]]:
-    """wconfd + luxid on `root`; yields (run dir, luxid pid)."""
-    with daemon("wconfd", base=root) as (run, _), daemon("luxid", *luxid_args, base=root):
+def stack(
+    root: Path, *luxid_args: str, wconfd_args: tuple[str, ...] = ()
+) -> Iterator[tuple[Path, int]]:
+    """wconfd + luxid on `root`, each with its own extra options; yields (run dir, luxid
+    pid)."""
+    with (
+        daemon("wconfd", *wconfd_args, base=root) as (run, _),
+        daemon("luxid", *luxid_args, base=root),
+    ):
         yield run, luxid_pid(run)
