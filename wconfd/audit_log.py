@@ -3,9 +3,9 @@
 call's entry costs one group-committed record.
 
 On local files the journal is compacted at every snapshot, so the entries are also kept
-in `audit.sqlite` beside it: inserted once durable (no sync of their own) and synced before
-a snapshot drops their records; a start replays the journal's notes into it, so a crash
-in between loses nothing.  On etcd the notes are keys under the prefix (`audit/wconfd/`),
+in `audit.sqlite` beside it: inserted once durable (committed in groups, before any read
+of the file, and with no sync of their own) and synced before a snapshot drops their
+records; a start replays the journal's notes into it, so a crash in between loses nothing.  On etcd the notes are keys under the prefix (`audit/wconfd/`),
 put in the same transaction as the change, and read from etcd.
 """
 
@@ -116,20 +116,25 @@ class WconfdAudit:
     async def before_compaction(self) -> None:
         """Make the local file durable: the journal records it copies are about to go."""
         if self.db is not None:
+            self.db.commit()
             await asyncio.to_thread(self.db.sync)
 
 
 class LocalReader:
-    """Queries answered from the local file, on a connection and thread of their own."""
+    """Queries answered from the local file, on a connection and thread of their own, once
+    the entries inserted so far are committed (they are noted durable, so a caller reads
+    its own)."""
 
     def __init__(self, db: AuditDb) -> None:
-        self.path = db.path
+        self.db = db
 
     async def query(self, query: Query) -> list[AuditEntry]:
-        return await asyncio.to_thread(select_file, self.path, query)
+        self.db.commit()
+        return await asyncio.to_thread(select_file, self.db.path, query)
 
     async def export(self, target: Path) -> None:
-        await asyncio.to_thread(copy_sqlite, self.path, target)
+        self.db.commit()
+        await asyncio.to_thread(copy_sqlite, self.db.path, target)
 
 
 class _NoEntries:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
 from client.audit import AuditEntry, Query
 from client.audit_table import create, decode_entry, insert, last_seq, prune, select
@@ -52,27 +53,45 @@ def write_file(path: Path, entries: Iterable[AuditEntry]) -> None:
     replace_durably(tmp, path)
 
 
+COMMIT_EVERY: Final = 256
+"""A copy file (`durable=False`) commits its inserts after this many entries at the latest."""
+
+
 class AuditDb:
     """A file holding only audit entries (`audit.sqlite` in a daemon's state directory).
 
-    `durable=True`: every commit is synced (the file is where entries are durable).
-    `durable=False`: commits are not synced (the entries are durable elsewhere first, e.g.
-    wconfd's journal) and `sync()` makes them durable before that copy is dropped; it
-    may run on another thread while this connection goes on inserting."""
+    `durable=True`: every insert is committed and synced (the file is where entries are
+    durable).  `durable=False`: the entries are durable elsewhere first (wconfd's journal,
+    which a start replays into the file), so inserts stay in one open transaction until
+    `commit` (before every read on another connection, copy and `sync`) or COMMIT_EVERY
+    entries: a commit per audited write cost wconfd a sixth of its update_object/s.  Its
+    commits are not synced; `sync()` makes them durable before the journal's copy is
+    dropped, and may run on another thread while this connection goes on inserting."""
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
+        self.durable = durable
         self.db = sqlite3.connect(path, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         # In WAL mode NORMAL syncs only at checkpoints (see `sync`), FULL at every commit.
         self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         create(self.db)
         self.db.commit()
+        self._uncommitted = 0
 
     def insert(self, entries: Iterable[AuditEntry]) -> None:
-        """Add numbered entries (replays are left as they are), one transaction."""
-        with self.db:
-            insert(self.db, entries)
+        """Add numbered entries (replays are left as they are); committed at once in a
+        durable file, else within COMMIT_EVERY entries or at the next `commit`."""
+        batch = list(entries)
+        insert(self.db, batch)
+        self._uncommitted += len(batch)
+        if self.durable or self._uncommitted >= COMMIT_EVERY:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit the inserts made so far: other connections see them from now on."""
+        self.db.commit()
+        self._uncommitted = 0
 
     def select(self, query: Query) -> list[AuditEntry]:
         """The entries `query` asks for, newest last."""
