@@ -71,6 +71,16 @@ class Stack:
         else:
             self.wconfd.stop()
         self.wconfd.start()
+        self.wait_luxid_serving()
+
+    def wait_luxid_serving(self, timeout: float = 30.0) -> None:
+        """Until luxid serves again: on etcd its role is its wconfd's, so across a wconfd
+        restart calls meet NotMaster ("retry in a moment") until wconfd confirms the term."""
+        deadline = time.monotonic() + timeout
+        while (role := self.lc.get_role()).role != "master":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"luxid still {role} {timeout} s after wconfd restarted")
+            time.sleep(0.05)
 
     # -- config --------------------------------------------------------------------------
 
