@@ -119,6 +119,7 @@ class SqliteTransaction:
         self._last_event = store._last_event
         self._last_audit = store._last_audit
         self.events: list[Event] = []  # numbered; durable once the block ended
+        self.audit: list[AuditEntry] = []  # numbered; inserted as the block ends
 
     # --- events
 
@@ -139,9 +140,11 @@ class SqliteTransaction:
     # --- inserts
 
     def append_audit(self, entries: Iterable[AuditEntry]) -> None:
-        """Store the entries with this transaction (client.audit.number_entries)."""
+        """Store the entries with this transaction (client.audit.number_entries): kept
+        until the block ends, then inserted together (one statement for a whole group
+        commit's entries, not one per call)."""
         numbered = number_entries(entries, self._last_audit)
-        audit_table.insert(self._conn, numbered)
+        self.audit += numbered
         self._last_audit = max([self._last_audit, *(e.seq for e in numbered)])
 
     def insert(self, jobs: Iterable[Job]) -> None:
@@ -337,6 +340,8 @@ class SqliteJobStore:
             tx = SqliteTransaction(self)
             try:
                 yield tx
+                if tx.audit:
+                    audit_table.insert(self._conn, tx.audit)
                 self._conn.execute("COMMIT")
             except BaseException as exc:
                 with suppress(sqlite3.Error):
