@@ -5,8 +5,9 @@ call's entry costs one group-committed record.
 On local files the journal is compacted at every snapshot, so the entries are also kept
 in `audit.sqlite` beside it: inserted once durable (committed in groups, before any read
 of the file, and with no sync of their own) and synced before a snapshot drops their
-records; a start replays the journal's notes into it, so a crash in between loses nothing.  On etcd the notes are keys under the prefix (`audit/wconfd/`),
-put in the same transaction as the change, and read from etcd.
+records; a start replays the journal's notes into it, so a crash in between loses
+nothing.  On etcd the notes are keys under the prefix (`audit/wconfd/`), put in the same
+transaction as the change, and read from etcd.
 """
 
 from __future__ import annotations
