@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 import msgspec
 
@@ -22,10 +22,24 @@ MAX_LIMIT: Final = 100_000
 
 Daemon = Literal["wconfd", "luxid", "rapi"]
 
-ACTING_FOR: ContextVar[str | None] = ContextVar("lw_acting_for", default=None)
-"""Whom the code running now acts for: set by a daemon for the length of an audited call,
-so the calls it makes on that caller's behalf (luxid's writes to wconfd) name the same
-actor (the stubs fill it in where a call names none)."""
+
+class Acting(Protocol):
+    """Anything that names whom the code running now acts for (a daemon's audited call)."""
+
+    actor: str
+
+
+ACTING: ContextVar[Acting | None] = ContextVar("lw_acting", default=None)
+"""What the code running now acts for: set by a daemon for the length of an audited call
+(the call itself, one variable for both uses), so the calls it makes on that caller's
+behalf (luxid's writes to wconfd) name the same actor (the stubs fill it in where a call
+names none)."""
+
+
+def acting_for() -> str | None:
+    """The actor the code running now acts for (None: its own)."""
+    acting = ACTING.get()
+    return None if acting is None else acting.actor
 
 
 class AuditEntry(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -35,7 +35,7 @@ import msgspec
 
 from client import errors, paths
 from client.api.declare import ACTOR_PARAM, Api, MethodSpec
-from client.audit import ACTING_FOR
+from client.audit import acting_for
 from client.follow import Following
 from client.protocol import CutResponse, Response, decode_response, encode, uncut
 
@@ -109,10 +109,10 @@ class _StubBase:
         self, spec: MethodSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, Any]:
         """A call's params by name; an audited method's call that names no actor acts
-        for whom the code acts for (client.audit.ACTING_FOR), else for the stub's own."""
+        for whom the code acts for (client.audit.acting_for), else for the stub's own."""
         params = spec.encode_params(args, kwargs)
         if spec.audited and params.get(ACTOR_PARAM) is None:
-            actor = ACTING_FOR.get() or self.actor
+            actor = acting_for() or self.actor
             if actor is not None:
                 params[ACTOR_PARAM] = actor
         return params

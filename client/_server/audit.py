@@ -15,11 +15,10 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from client.audit import ACTING_FOR, RETENTION_DAYS, AuditEntry, Daemon, Query, actor_of
+from client.audit import ACTING, RETENTION_DAYS, AuditEntry, Daemon, Query, actor_of
 
 
 class AuditCall:
@@ -32,11 +31,10 @@ class AuditCall:
         "taken", "target", "uid",
     )  # fmt: skip
 
-    def __init__(
+    def __init__(  # positional: one is made for every audited call
         self,
         daemon: Daemon,
         method: str,
-        *,
         actor: str | None,
         uid: int,
         pid: int,
@@ -85,12 +83,11 @@ class AuditCall:
 
 log = logging.getLogger(__name__)
 
-_CURRENT: ContextVar[AuditCall | None] = ContextVar("lw_audit_call", default=None)
-
 
 def current() -> AuditCall | None:
     """The audited call this task serves (None outside one)."""
-    return _CURRENT.get()
+    call = ACTING.get()
+    return call if isinstance(call, AuditCall) else None
 
 
 class AuditBook(Protocol):
@@ -136,33 +133,29 @@ class Auditing:
         caller: Any,
         actor: str | None,
         target: str,
-        run: Callable[[], Coroutine[Any, Any, Any]],
+        impl: Callable[..., Coroutine[Any, Any, Any]],
+        values: list[Any],
     ) -> Any:
-        """Run the call as the task's current audited call; record its entries (unless
-        its change carried them) before its answer, with its error type when it fails."""
+        """Run `impl(caller, *values)` as the task's current audited call; record its
+        entries (unless its change carried them) before its answer, with its error type
+        when it fails."""
+        peer = conn.peer
         call = AuditCall(
-            self.daemon,
-            method,
-            actor=actor,
-            uid=conn.peer.uid,
-            pid=conn.peer.pid,
-            job_id=self.job_of(conn, caller),
-            target=target,
+            self.daemon, method, actor, peer.uid, peer.pid, self.job_of(conn, caller), target
         )
         # Set for the call only (the context is its request's own: a task's, or on Python
         # 3.11 the server's per-request context), and reset before its entries are
-        # recorded, so that write is never taken for the call's own.
-        current_token = _CURRENT.set(call)
-        acting_token = ACTING_FOR.set(call.actor)  # its calls to other daemons act for the same
+        # recorded, so that write is never taken for the call's own.  Its calls to other
+        # daemons act for the same actor (client.audit.ACTING).
+        token = ACTING.set(call)
         try:
-            result = await run()
+            result = await impl(caller, *values)
         except Exception as exc:  # a cancelled call (its caller gone) is not answered
             failure: Exception | None = exc
         else:
             failure = None
         finally:
-            ACTING_FOR.reset(acting_token)
-            _CURRENT.reset(current_token)
+            ACTING.reset(token)
         if not call.recorded:
             call.taken = True  # a write the call left running never carries it now
             outcome = "ok" if failure is None else _outcome(failure)

@@ -62,11 +62,12 @@ class AuditDb:
 
     `durable=True`: every insert is committed and synced (the file is where entries are
     durable).  `durable=False`: the entries are durable elsewhere first (wconfd's journal,
-    which a start replays into the file), so inserts stay in one open transaction until
-    `commit` (before every read on another connection, copy and `sync`) or COMMIT_EVERY
-    entries: a commit per audited write cost wconfd a sixth of its update_object/s.  Its
-    commits are not synced; `sync()` makes them durable before the journal's copy is
-    dropped, and may run on another thread while this connection goes on inserting."""
+    which a start replays into the file), so they wait in memory and go into the file in
+    one statement and commit at `commit` (before every read on another connection, copy
+    and `sync`) or at COMMIT_EVERY entries: a commit per audited write cost wconfd a sixth
+    of its update_object/s, and a statement per write still a tenth.  Its commits are not
+    synced; `sync()` makes them durable before the journal's copy is dropped, and may run
+    on another thread while this connection goes on inserting."""
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
@@ -77,32 +78,36 @@ class AuditDb:
         self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         create(self.db)
         self.db.commit()
-        self._uncommitted = 0
+        self._pending: list[AuditEntry] = []  # inserted at the next commit
 
     def insert(self, entries: Iterable[AuditEntry]) -> None:
         """Add numbered entries (replays are left as they are); committed at once in a
         durable file, else within COMMIT_EVERY entries or at the next `commit`."""
-        batch = list(entries)
-        insert(self.db, batch)
-        self._uncommitted += len(batch)
-        if self.durable or self._uncommitted >= COMMIT_EVERY:
+        self._pending += entries
+        if self.durable or len(self._pending) >= COMMIT_EVERY:
             self.commit()
 
     def commit(self) -> None:
-        """Commit the inserts made so far: other connections see them from now on."""
+        """Write and commit the entries added so far: other connections see them from now
+        on."""
+        if self._pending:
+            insert(self.db, self._pending)
+            self._pending = []
         self.db.commit()
-        self._uncommitted = 0
 
     def select(self, query: Query) -> list[AuditEntry]:
         """The entries `query` asks for, newest last."""
+        self.commit()
         return select(self.db, query)
 
     def last_seq(self) -> int:
         """The highest seq in the file (0: none)."""
+        self.commit()
         return last_seq(self.db)
 
     def prune(self, now: float, days: float, count: int) -> int:
         """Apply retention; how many entries were dropped."""
+        self.commit()
         with self.db:
             return prune(self.db, now, days, count)
 
@@ -117,5 +122,8 @@ class AuditDb:
             other.close()
 
     def close(self) -> None:
-        """Close the file."""
-        self.db.close()
+        """Commit what waits and close the file."""
+        try:
+            self.commit()
+        finally:
+            self.db.close()

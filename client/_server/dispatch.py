@@ -106,7 +106,8 @@ def _handler(
                     caller,
                     getattr(params, ACTOR_PARAM),
                     spec.audit_target(params),
-                    lambda: impl(caller, *values),
+                    impl,
+                    values,
                 )
         except Superseded:
             raise
