@@ -4,7 +4,9 @@ size, measured in the same run.
 
 - `get_config` p50 through the stub (a Python caller's view: wire and decoding into
   dicts) at 100,000 vs 10,000 instances; target: at most 10 x.  Beside it, the page faults
-  the caller took per call (new memory for the decoded document) and what one costs here.
+  the caller took per call (new memory for the decoded document) and what one costs here,
+  and how long the caller's first container after the call takes (a collection of the
+  whole document, had the stub left one due).
 - `update_object` of one instance (durable) at 100,000 vs 10 instances; target ratio
   <= 1.5.  The two daemons are sampled alternately so machine noise hits both alike.
 - kill -9 of wconfd → the first answered identified call (get_object) of the restarted
@@ -146,25 +148,30 @@ def timed(samples: list[float], call: Any, *args: Any) -> Any:
 
 def get_config_p50(
     running: dict[int, Wconfd], rounds: int
-) -> tuple[dict[int, list[float]], dict[int, list[int]]]:
+) -> tuple[dict[int, list[float]], dict[int, list[int]], dict[int, list[float]]]:
     """get_config through the stub, alternating between the daemons, `rounds` each: the
-    seconds of each call, and the page faults this process took during it (the memory the
-    decoded document needed that the process did not already hold)."""
+    seconds of each call, the page faults this process took during it (the memory the
+    decoded document needed that the process did not already hold), and the seconds of
+    the caller's first container made after it (a collection the call left due shows
+    there)."""
     clients = {n: WConfdClient(d.socket, name="bench", timeout=120) for n, d in running.items()}
     samples: dict[int, list[float]] = {n: [] for n in running}
     faults: dict[int, list[int]] = {n: [] for n in running}
+    after: dict[int, list[float]] = {n: [] for n in running}
     try:
         for wc in clients.values():
             wc.get_config()  # warm: the first call encodes the cached document
         for _ in range(rounds):
             for n, wc in clients.items():
                 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                timed(samples[n], wc.get_config)
+                config = timed(samples[n], wc.get_config)
+                timed(after[n], list, ())  # before getrusage, whose result is a container
                 faults[n].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+                del config
     finally:
         for wc in clients.values():
             wc.close()
-    return samples, faults
+    return samples, faults, after
 
 
 def update_samples(running: dict[int, Wconfd], rounds: int) -> dict[int, list[float]]:
@@ -441,7 +448,7 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
     small_update, large_update = sizes["update_object"]
     assert large == large_update
     with daemons(tuple(sorted({small_update, small_get, large}))) as running:
-        got, faults = get_config_p50({n: running[n] for n in (small_get, large)}, rounds)
+        got, faults, after = get_config_p50({n: running[n] for n in (small_get, large)}, rounds)
         upd = update_samples({n: running[n] for n in (small_update, large)}, rounds * 20)
     get_ms = {n: p50_ms(s) for n, s in got.items()}
     upd_ms = {n: p50_ms(s) for n, s in upd.items()}
@@ -456,6 +463,7 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
                 str(n): round(statistics.median(f)) for n, f in faults.items()
             },
             "page_fault_us": page_fault_us(),
+            "first_container_after_ms": {str(n): p50_ms(s) for n, s in after.items()},
         },
         "update_object": {
             "p50_ms": {str(n): v for n, v in upd_ms.items()},
