@@ -1,44 +1,64 @@
 """A large result leaves the cyclic garbage collector no debt: its containers, made with
 the collector paused, are moved into the oldest generation, so the caller's next
 allocation does not set off a collection that walks the whole result and frees nothing;
-and objects the caller keeps frozen (`gc.freeze`) stay frozen."""
+and objects the caller keeps frozen (`gc.freeze`) stay frozen.
+
+Each check runs in a fresh interpreter: the collector's generations are the process's,
+and other tests (daemons run in-process) freeze objects."""
 
 from __future__ import annotations
 
-import gc
+import json
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
-import msgspec
+CHECK = textwrap.dedent(
+    """
+    import gc, json, sys
+    from typing import Any
+    import msgspec
+    from client import stubs
 
-from client import stubs
+    doc = {f"i{i}": {"uuid": str(i), "disks": [{"size": i}]} for i in range(20_000)}
+    raw = msgspec.Raw(msgspec.json.encode(doc))
+    del doc
+    gc.collect()
+    if sys.argv[1] == "frozen":
+        gc.freeze()
+    frozen = gc.get_freeze_count()
+    result = stubs._decode(msgspec.json.Decoder(Any), raw)
+    young = gc.get_count()[0]
+    print(json.dumps({
+        "young": young,
+        "threshold": gc.get_threshold()[0],
+        "frozen_before": frozen,
+        "frozen_after": gc.get_freeze_count(),
+        "entries": len(result),
+        "in_oldest": any(obj is result for obj in gc.get_objects(generation=2)),
+    }))
+    """
+)
 
-INSTANCES = 20_000
 
-
-def large_result() -> msgspec.Raw:
-    """A result shaped like get_config's instances: three containers per entry."""
-    doc = {f"i{i}": {"uuid": str(i), "disks": [{"size": i}]} for i in range(INSTANCES)}
-    return msgspec.Raw(msgspec.json.encode(doc))
+def run_check(mode: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, mode], capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
 
 
 def test_a_large_result_leaves_the_youngest_generation_under_its_threshold() -> None:
-    raw = large_result()
-    assert gc.isenabled()
-    result = stubs._decode(msgspec.json.Decoder(Any), raw)
-    young = gc.get_count()[0]
-    assert young < gc.get_threshold()[0]  # 60,000 containers were made
-    assert len(result) == INSTANCES
-    assert any(obj is result for obj in gc.get_objects(generation=2))
+    found = run_check("plain")
+    assert found["entries"] == 20_000
+    assert found["young"] < found["threshold"]  # 60,000 containers were made
+    assert found["in_oldest"]
 
 
 def test_objects_the_caller_froze_stay_frozen() -> None:
-    raw = large_result()
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        assert frozen > 0
-        result = stubs._decode(msgspec.json.Decoder(Any), raw)
-        assert gc.get_freeze_count() == frozen
-        assert len(result) == INSTANCES
-    finally:
-        gc.unfreeze()
+    found = run_check("frozen")
+    assert found["entries"] == 20_000
+    assert found["frozen_before"] > 0
+    assert found["frozen_after"] == found["frozen_before"]
