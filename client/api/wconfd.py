@@ -343,5 +343,6 @@ class WConfdApi(DaemonApi):
     @rpc(InvalidParams, daemons_only=True, audit="node/<this node>")
     def step_down(self, wait: Seconds = 5.0, actor: AuditActor = None) -> RoleInfo:
         """`lw cluster failover`: the master gives up its lease (a standby takes over) and
-        waits up to `wait` s to see the new master; answers this node's role after.
+        waits up to `wait` s to see the new master, or until this node wins again after
+        its pause of one lease TTL (then no standby is up); answers this node's role after.
         InvalidParams on local files, where no other node can take over."""

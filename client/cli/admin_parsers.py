@@ -34,7 +34,9 @@ def cluster_commands(b: Any, sub: Any) -> None:
         "ask the master to step down so that a standby takes over",
         description="Ask the master's wconfd to give up its lease; the next standby takes "
         "over within moments. Run it on the master's node (on a standby it names the "
-        "master). Exit 1 if no other node became master within --wait seconds.",
+        "master). Exit 1 if no other node became master within --wait seconds, or "
+        "sooner if this node won the election again after its pause of one lease TTL "
+        "(no standby is up).",
     )
     failover.add_argument(
         "--wait",

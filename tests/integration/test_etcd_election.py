@@ -133,6 +133,29 @@ def test_three_candidates_elect_exactly_one_and_hand_over(
     asyncio.run(main())
 
 
+def test_a_lone_candidate_that_resigns_answers_once_it_wins_again(
+    cluster: EtcdCluster, prefix: str
+) -> None:
+    """With no standby up, `lw cluster failover --wait 60` answers after the node's pause
+    of one TTL and its election, naming itself: it no longer waits out the whole minute
+    (a hostile `wait` of 1e16 s held the call for good)."""
+
+    async def main() -> None:
+        node = Node(cluster.endpoints, prefix, "alone")
+        try:
+            node.election.start()
+            await wait_until(lambda: node.election.is_leader, 10)
+            started = time.monotonic()
+            master = await node.election.resign(wait=60)
+            assert master == "alone" and node.election.is_leader
+            assert node.deposed[-1][1] == "resigned"
+            assert time.monotonic() - started < 10 * TTL  # a pause and an election
+        finally:
+            await node.close()
+
+    asyncio.run(main())
+
+
 def first_elected(pair: list[Candidate]) -> tuple[Candidate, Candidate, dict[str, Any]]:
     """(master, standby, the master's elected event) once one of two candidates has won."""
     for c in pair:

@@ -165,9 +165,11 @@ class LeaderElection(Background):
         """Give up mastership (`lw cluster failover`): revoke the lease, deleting the key.
 
         This node does not campaign again for one TTL, so that a standby wins. With `wait`,
-        wait up to that many seconds for another node to become master. Returns the master
-        as last seen (None if none yet). If etcd cannot be reached the node has still
-        stepped down, and its key goes when the lease lapses.
+        wait up to that many seconds for another node to become master, or until this node
+        wins again after its pause (no standby took over in a whole TTL: none is up, and
+        waiting longer shows nothing new). Returns the master as last seen (None if none
+        yet). If etcd cannot be reached the node has still stepped down, and its key goes
+        when the lease lapses.
         """
         term = self.term
         if term is None:
@@ -176,7 +178,11 @@ class LeaderElection(Background):
         await asyncio.gather(*self._revokes)
         deadline = self.clock() + wait
         master = await self.current_master()
-        while wait and (master is None or master == self.node) and self.clock() < deadline:
+        while (
+            wait
+            and (master is None or (master == self.node and self.term is None))  # or its old key
+            and self.clock() < deadline
+        ):
             await asyncio.sleep(0.05)
             master = await self.current_master()
         return master
