@@ -417,6 +417,19 @@ def test_lw_cluster_on_local_files(wconfd):
 
 
 @pytest.mark.parametrize("wconfd", ["etcd"], indirect=True)
+def test_lw_cluster_failover_with_no_standby_up_answers_once_the_node_is_master_again(wconfd):
+    """No standby to take over: the node pauses one lease TTL, wins again, and the command
+    says so then, not after all of --wait."""
+    started = time.monotonic()
+    alone = lw(wconfd.run_dir, "cluster", "failover", "--wait", "60")
+    assert alone.returncode == 1
+    assert "no other node took over while it paused" in alone.stderr
+    assert time.monotonic() - started < 30
+    with WConfdClient(wconfd.socket, name="after") as wc:
+        assert wc.get_role().role == "master"
+
+
+@pytest.mark.parametrize("wconfd", ["etcd"], indirect=True)
 def test_a_change_too_large_for_one_transaction_fails_alone(wconfd):
     """etcd caps a transaction's operations: a lock request that needs more fails with
     StorageError, changes nothing, and the master serves on (releasing many is cheap)."""
