@@ -386,8 +386,9 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw) -> Any:
     10,000).  So the tracked objects are moved into the oldest generation instead
     (`gc.freeze` then `gc.unfreeze`: two list splices, and the count starts again at
     zero), where only full collections, which run rarely, walk them.  The caller's own
-    young cyclic garbage then waits for the next full collection too.  Not done when the
-    caller keeps objects frozen (as before forking): unfreezing would thaw them."""
+    young cyclic garbage then waits for the next full collection too.  Not done while any
+    objects are frozen (the caller's, as before forking, or those Python 3.12 freezes as
+    it starts): unfreezing would thaw them."""
     if len(raw) < _LARGE_RESULT or not gc.isenabled():
         return decoder.decode(raw)
     gc.disable()

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+
 CHECK = textwrap.dedent(
     """
     import gc, json, sys
@@ -52,6 +54,11 @@ def run_check(mode: str) -> dict[str, Any]:
 
 def test_a_large_result_leaves_the_youngest_generation_under_its_threshold() -> None:
     found = run_check("plain")
+    if found["frozen_before"]:
+        pytest.skip(
+            f"this interpreter starts with {found['frozen_before']} objects frozen (3.12"
+            " does), so the stub rightly leaves the collector's generations alone"
+        )
     assert found["entries"] == 20_000
     assert found["young"] < found["threshold"]  # 60,000 containers were made
     assert found["in_oldest"]
