@@ -112,8 +112,16 @@ class Scheduler:
 
     @property
     def slots_taken(self) -> int:
-        """How many jobs hold a slot (query_queue_info's `running`)."""
-        return len(self._slots)
+        """How many jobs hold a slot (query_queue_info's `running`), judged as a pass
+        judges (`_running`): a finalized job's slot is free, even in the moment between
+        its status changing and the queue letting go of the slot (a job's last report
+        is in memory while it is made durable)."""
+        jobs = self.live.jobs
+        return sum(
+            1
+            for job_id in self._slots
+            if (job := jobs.get(job_id)) is not None and not is_finalized(job)
+        )
 
     def take_slot(self, job_id: int) -> None:
         """A job holds a slot without a pass having started it (its process survived
