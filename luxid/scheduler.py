@@ -116,12 +116,7 @@ class Scheduler:
         judges (`_running`): a finalized job's slot is free, even in the moment between
         its status changing and the queue letting go of the slot (a job's last report
         is in memory while it is made durable)."""
-        jobs = self.live.jobs
-        return sum(
-            1
-            for job_id in self._slots
-            if (job := jobs.get(job_id)) is not None and not is_finalized(job)
-        )
+        return sum(1 for job_id in self._slots if self._holder(job_id) is not None)
 
     def take_slot(self, job_id: int) -> None:
         """A job holds a slot without a pass having started it (its process survived
@@ -244,15 +239,19 @@ class Scheduler:
 
     def _running(self) -> list[Job]:
         """The jobs holding a slot (finalized ones let go of theirs)."""
-        jobs = self.live.jobs
         running: list[Job] = []
         for job_id in list(self._slots):
-            job = jobs.get(job_id)
-            if job is None or is_finalized(job):
+            job = self._holder(job_id)
+            if job is None:
                 self._slots.discard(job_id)
             else:
                 running.append(job)
         return running
+
+    def _holder(self, job_id: int) -> Job | None:
+        """The job of a slot while it still holds it: live and not finalized."""
+        job = self.live.jobs.get(job_id)
+        return None if job is None or is_finalized(job) else job
 
     def _queued(self, candidates: Iterable[int]) -> list[Job]:
         """The live jobs among `candidates` that hold no slot, by id (a finalized one

@@ -37,16 +37,15 @@ def cluster_failover(ctx: Context, args: argparse.Namespace) -> int:
     if args.wait < 0:
         raise Failed("--wait must be 0 or more seconds")
     role = ctx.wconfd.step_down(wait=args.wait)
+    hint = "(is a standby running? `lw cluster role` shows the nodes that are up)"
     if role.master is None:
         raise Failed(
-            f"{role.node} stepped down, but no node became master within {args.wait:g} s"
-            " (is a standby running? `lw cluster role` shows the nodes that are up)"
+            f"{role.node} stepped down, but no node became master within {args.wait:g} s {hint}"
         )
     if role.master == role.node:
         raise Failed(
             f"{role.node} stepped down, but no other node took over while it paused, and it"
-            " is master again (is a standby running? `lw cluster role` shows the nodes"
-            " that are up)"
+            f" is master again {hint}"
         )
     ctx.out(f"{role.node} stepped down; the master is now {role.master} (term {role.term})")
     return EXIT_OK
