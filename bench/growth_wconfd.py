@@ -6,7 +6,11 @@ size, measured in the same run.
   dicts) at 100,000 vs 10,000 instances; target: at most 10 x.  Beside it, the page faults
   the caller took per call (new memory for the decoded document) and what one costs here,
   and how long the caller's first container after the call takes (a collection of the
-  whole document, had the stub left one due).
+  whole document, had the stub left one due).  And the same figures from a caller whose
+  allocator keeps the memory it frees (`memory_kept`: a child process with Python's C
+  allocator and glibc never trimming): Python's own allocator gives a freed document's
+  arenas back to the system, so at 100,000 instances every call's document is new memory,
+  some 48,000 page faults, which that caller does not take.
 - `update_object` of one instance (durable) at 100,000 vs 10 instances; target ratio
   <= 1.5.  The two daemons are sampled alternately so machine noise hits both alike.
 - kill -9 of wconfd → the first answered identified call (get_object) of the restarted
@@ -147,17 +151,17 @@ def timed(samples: list[float], call: Any, *args: Any) -> Any:
 
 
 def get_config_p50(
-    running: dict[int, Wconfd], rounds: int
+    sockets: dict[int, Path], rounds: int
 ) -> tuple[dict[int, list[float]], dict[int, list[int]], dict[int, list[float]]]:
     """get_config through the stub, alternating between the daemons, `rounds` each: the
     seconds of each call, the page faults this process took during it (the memory the
     decoded document needed that the process did not already hold), and the seconds of
     the caller's first container made after it (a collection the call left due shows
     there)."""
-    clients = {n: WConfdClient(d.socket, name="bench", timeout=120) for n, d in running.items()}
-    samples: dict[int, list[float]] = {n: [] for n in running}
-    faults: dict[int, list[int]] = {n: [] for n in running}
-    after: dict[int, list[float]] = {n: [] for n in running}
+    clients = {n: WConfdClient(path, name="bench", timeout=120) for n, path in sockets.items()}
+    samples: dict[int, list[float]] = {n: [] for n in sockets}
+    faults: dict[int, list[int]] = {n: [] for n in sockets}
+    after: dict[int, list[float]] = {n: [] for n in sockets}
     try:
         for wc in clients.values():
             wc.get_config()  # warm: the first call encodes the cached document
@@ -442,28 +446,64 @@ def p50_ms(samples: list[float]) -> float:
     return summary(samples)["p50_ms"]
 
 
+def get_config_figures(sockets: dict[int, Path], rounds: int) -> dict[str, Any]:
+    """Row 1 as this process sees it: get_config's p50 at both sizes and their ratio, the
+    page faults per call and the first container after the call."""
+    got, faults, after = get_config_p50(sockets, rounds)
+    small, large = sorted(sockets)
+    ms = {n: p50_ms(s) for n, s in got.items()}
+    return {
+        "p50_ms": {str(n): v for n, v in ms.items()},
+        "ratio": round(ms[large] / ms[small], 2),
+        "page_faults_per_call": {str(n): round(statistics.median(f)) for n, f in faults.items()},
+        "first_container_after_ms": {str(n): p50_ms(s) for n, s in after.items()},
+    }
+
+
+# A caller whose allocator keeps the memory it frees: Python's objects from the C allocator,
+# and glibc told never to give memory back (trimming), to take blocks up to its largest
+# mapping threshold from its heap, and to grow the heap 256 MB at a time.
+KEPT_MEMORY_ENV = {
+    "PYTHONMALLOC": "malloc",
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 25),
+    "MALLOC_TOP_PAD_": str(1 << 28),
+}
+
+
+def kept_memory_figures(sockets: dict[int, Path], rounds: int) -> dict[str, Any]:
+    """Row 1 again from a child process started with KEPT_MEMORY_ENV: the same stub and
+    daemons, without the new memory Python's own allocator takes at every call at 100,000
+    instances (it gives a freed document's arenas back to the system, so the next one is
+    page faults), which shows what the stub's work costs apart from them."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--rounds", str(rounds),
+            "--get-config-of", *(f"{n}={path}" for n, path in sockets.items())]  # fmt: skip
+    done = subprocess.run(
+        argv, env={**os.environ, **KEPT_MEMORY_ENV}, capture_output=True, text=True, check=True
+    )
+    figures: dict[str, Any] = json.loads(done.stdout)
+    return figures
+
+
 def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any]:
     """Rows 1 and 2 on three daemons (the sizes of both rows), in one run."""
     small_get, large = sizes["get_config"]
     small_update, large_update = sizes["update_object"]
     assert large == large_update
     with daemons(tuple(sorted({small_update, small_get, large}))) as running:
-        got, faults, after = get_config_p50({n: running[n] for n in (small_get, large)}, rounds)
+        sockets = {n: running[n].socket for n in (small_get, large)}
+        got = get_config_figures(sockets, rounds)
+        kept = kept_memory_figures(sockets, rounds)
         upd = update_samples({n: running[n] for n in (small_update, large)}, rounds * 20)
-    get_ms = {n: p50_ms(s) for n, s in got.items()}
     upd_ms = {n: p50_ms(s) for n, s in upd.items()}
     return {
         "get_config": {
-            "p50_ms": {str(n): v for n, v in get_ms.items()},
-            "ratio": round(get_ms[large] / get_ms[small_get], 2),
+            **got,
             "size_ratio": large // small_get,
             "target_ratio": 10,
             "samples": rounds,
-            "page_faults_per_call": {
-                str(n): round(statistics.median(f)) for n, f in faults.items()
-            },
             "page_fault_us": page_fault_us(),
-            "first_container_after_ms": {str(n): p50_ms(s) for n, s in after.items()},
+            "memory_kept": kept,
         },
         "update_object": {
             "p50_ms": {str(n): v for n, v in upd_ms.items()},
@@ -472,6 +512,11 @@ def config_rows(sizes: dict[str, tuple[int, int]], rounds: int) -> dict[str, Any
             "samples": rounds * 20,
         },
     }
+
+
+def sockets_of(pairs: list[str]) -> dict[int, Path]:
+    """`N=SOCKET` arguments as {instances: socket path}."""
+    return {int(n): Path(path) for n, _, path in (pair.partition("=") for pair in pairs)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -484,7 +529,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rounds", type=int, default=9, help="get_config samples per size")
     parser.add_argument("--trials", type=int, default=3, help="kills per size (rows 3 and 4)")
+    parser.add_argument(
+        "--get-config-of",
+        nargs=2,
+        metavar="N=SOCKET",
+        help="only row 1's figures, against two running daemons (the memory-kept run's child)",
+    )
     args = parser.parse_args(argv)  # fmt: skip
+    if args.get_config_of:
+        print(json.dumps(get_config_figures(sockets_of(args.get_config_of), args.rounds)))
+        return
     sizes, rows = SIZES[args.sizes], set(args.rows.split(","))
     result: dict[str, Any] = {"bench": "growth_wconfd", "nodes": NODES, "cores": os.cpu_count()}
     failed = []

@@ -155,6 +155,8 @@ def growth_get_config(j: Json) -> tuple[str, bool]:
     g = j["get_config"]
     small, large = sorted(g["p50_ms"], key=int)
     shown = f"{g['ratio']}x: p50 {g['p50_ms'][large]} ms ({g['p50_ms'][small]} ms at {small})"
+    if "memory_kept" in g:
+        shown += f"; {g['memory_kept']['ratio']}x with the caller's freed memory kept"
     return shown, g["ratio"] <= g["target_ratio"]
 
 

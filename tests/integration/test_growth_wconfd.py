@@ -45,6 +45,10 @@ def test_get_config_and_update_object_rows_at_small_sizes():
     # Loose: 10 x the instances costs more to send, but nowhere near 100 x.
     assert 0 < get["ratio"] < 40, rows
     assert 0 < update["ratio"] < 5, rows
+    # The same row from a child whose allocator keeps what it frees, against the same daemons.
+    kept = get["memory_kept"]
+    assert set(kept["p50_ms"]) == {"100", "1000"}
+    assert 0 < kept["ratio"] < 40, rows
 
 
 @pytest.mark.local_store("kills wconfd and replays its journal file")
