@@ -12,8 +12,10 @@ the daemons keep their entries in (client.audit_table), so one format serves all
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Final
@@ -59,9 +61,8 @@ def append(state_dir: Path, entry: AuditEntry) -> AuditEntry:
     _create(path)
     db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     try:
-        db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")  # in WAL mode: every commit is synced
-        create(db)
+        create(db)  # a file made before its table was made with it: nothing otherwise
         db.execute("BEGIN IMMEDIATE")  # the write lock first: no other writer numbers alike
         try:
             entry = msgspec.structs.replace(entry, seq=last_seq(db) + 1)
@@ -77,19 +78,34 @@ def append(state_dir: Path, entry: AuditEntry) -> AuditEntry:
 
 
 def _create(path: Path) -> None:
-    """Make the file if it is missing, mode 0600 and (made by root) owned like its
-    directory, so lw-rapi, its own user under systemd, can append too; SQLite gives its
-    -wal and -shm files the file's owner.  A new file's directory entry is synced."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    """Make the file if it is missing, whole before its name appears: in WAL mode, with its
+    table, mode 0600 and (made by root) owned like its directory, so lw-rapi, its own user
+    under systemd, can append too (SQLite gives the -wal and -shm files the file's owner).
+
+    It is made under a private name and linked into place, so no writer ever switches the
+    journal mode: SQLite makes that switch without waiting for other connections, so
+    writers starting on a new file together failed with "database is locked".  The file
+    and its directory entry are synced."""
+    if path.exists():
         return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, draft = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
-        owned_like_directory(fd, path.parent)
-        os.fsync(fd)
+        try:
+            owned_like_directory(fd, path.parent)
+            db = sqlite3.connect(draft, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                create(db)
+            finally:
+                db.close()
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another writer made it first
+            os.link(draft, path)
     finally:
-        os.close(fd)
+        os.unlink(draft)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
