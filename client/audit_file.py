@@ -24,6 +24,7 @@ import msgspec
 
 from client.audit import RETENTION_COUNT, RETENTION_DAYS, AuditEntry, Query
 from client.audit_table import create, insert, last_seq, prune, select
+from client.backup import fsync_dir
 from client.rapi_users import owned_like_directory
 
 AUDIT_FILE: Final = "rapi_audit.sqlite"
@@ -62,7 +63,7 @@ def append(state_dir: Path, entry: AuditEntry) -> AuditEntry:
     db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     try:
         db.execute("PRAGMA synchronous=FULL")  # in WAL mode: every commit is synced
-        create(db)  # a file made before its table was made with it: nothing otherwise
+        create(db)  # for a file an older lw made without its table; nothing otherwise
         db.execute("BEGIN IMMEDIATE")  # the write lock first: no other writer numbers alike
         try:
             entry = msgspec.structs.replace(entry, seq=last_seq(db) + 1)
@@ -91,26 +92,17 @@ def _create(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, draft = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
-        try:
-            owned_like_directory(fd, path.parent)
-            db = sqlite3.connect(draft, isolation_level=None)
-            try:
+        with open(fd, "r+b") as made:
+            owned_like_directory(made.fileno(), path.parent)
+            with contextlib.closing(sqlite3.connect(draft, isolation_level=None)) as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 create(db)
-            finally:
-                db.close()
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            os.fsync(made.fileno())
         with contextlib.suppress(FileExistsError):  # another writer made it first
             os.link(draft, path)
+            fsync_dir(path.parent)
     finally:
         os.unlink(draft)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def read(state_dir: Path, query: Query) -> list[AuditEntry]:
